@@ -1,0 +1,38 @@
+"""Test-session environment: set before any test module imports triton or transformers."""
+
+import os
+
+# Triton has no CPU backend: on CPU its kernels run in the interpreter, which must be
+# chosen before the first `import triton` anywhere (transformers imports triton too).
+# On a CUDA machine, run the tests with TRITON_INTERPRET=0 exported.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")  # pytest only; never exported to notebook kernels
+
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CI_RESULTS = ROOT / "build" / "results" / "ci"
+
+
+@pytest.fixture
+def ci_results():
+    """Load ``build/results/ci/<notebook>.json`` written by `make test`'s ci-profile book build.
+
+    Skips (reported in the summary) when the notebook has not been executed, e.g. when
+    pytest is run alone instead of through `make test`.
+    """
+
+    def load(notebook: str) -> dict:
+        from critscale.record import load_results
+
+        path = CI_RESULTS / f"{notebook}.json"
+        if not path.exists():
+            pytest.skip(f"{path.relative_to(ROOT)} missing: run `make test` (it executes the ci profile first)")
+        return load_results(notebook, CI_RESULTS)
+
+    return load
