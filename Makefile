@@ -109,7 +109,7 @@ bench:
 	$(BIN)/python scripts/gpu_results.py --bench-only --out build/bench
 
 gpu-results:
-	python3 scripts/gpu_results.py --out results/gpu
+	bash scripts/gpu_run.sh results/gpu
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

@@ -22,7 +22,12 @@ def repo_root() -> Path:
 
 
 def git_commit() -> str:
-    """``<sha>`` of HEAD, with ``+dirty`` when tracked files differ; ``unknown`` outside git."""
+    """``<sha>`` of HEAD, with ``+dirty`` when tracked files differ; ``unknown`` outside git.
+
+    ``$CRITSCALE_COMMIT`` overrides it, for copies of the tree without ``.git`` (a GPU machine).
+    """
+    if os.environ.get("CRITSCALE_COMMIT"):
+        return os.environ["CRITSCALE_COMMIT"]
     root = repo_root()
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
