@@ -1,0 +1,246 @@
+"""Input checking and array conversion shared by the critscale reference functions.
+
+Every public function of the library funnels its inputs through this module, so the rules of
+TEAM.md hold in one place:
+
+- rows are the last axis; any number of leading batch axes is allowed;
+- ``-inf`` entries are *masked* positions (excluded from every count and sum), never errors;
+- NaN or ``+inf`` scores, rows that are empty after masking, negative or non-finite ``beta``,
+  ``K < 2``, thresholds that are unsorted or negative, and mismatched shapes raise ``ValueError``
+  with a message that names the problem;
+- nothing is silently clipped;
+- numpy (or lists) in gives numpy out; a ``torch.Tensor`` in gives a ``torch.Tensor`` out on the same
+  device.  All computation happens in numpy float64, and outputs are float64 in both cases.
+
+The module also holds the one memory-budget helper (:func:`blocks`) that the vectorised kernels use
+to stay within a bounded number of float64 temporaries, whatever the row count and row length.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+__all__ = [
+    "MAX_ELEMENTS",
+    "Converted",
+    "as_scores",
+    "as_beta",
+    "as_thresholds",
+    "as_K",
+    "as_per_row",
+    "blocks",
+    "row_blocks",
+    "describe_rows",
+]
+
+# Largest number of float64 elements one temporary array may hold (2**22 = 32 MiB).
+MAX_ELEMENTS = 2**22
+
+
+def _is_torch(x: Any) -> bool:
+    """True when ``x`` is a torch tensor (without importing torch when it is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A validated score array plus what is needed to convert results back.
+
+    Attributes
+    ----------
+    values:
+        float64 numpy array of shape ``(rows, n)``: the batch axes flattened into one row axis.
+    batch_shape:
+        the original leading shape ``(...)``.
+    device:
+        the torch device of the input, or ``None`` when the input was not a tensor.
+    """
+
+    values: np.ndarray
+    batch_shape: tuple[int, ...]
+    device: Any
+
+    @property
+    def n(self) -> int:
+        return int(self.values.shape[-1])
+
+    def restore(self, out: np.ndarray, trailing: tuple[int, ...] = ()) -> Any:
+        """Reshape a ``(rows, *trailing)`` result to ``(*batch_shape, *trailing)`` and convert it back."""
+        out = np.asarray(out, dtype=np.float64).reshape(self.batch_shape + tuple(trailing))
+        if self.device is None:
+            return out
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(out)).to(self.device)
+
+
+def _to_numpy(x: Any, name: str) -> tuple[np.ndarray, Any]:
+    """Convert an array-like (numpy, list, torch) to a float64 numpy array; report the torch device."""
+    device = None
+    if _is_torch(x):
+        device = x.device
+        if x.is_complex():
+            raise ValueError(f"{name} must be real, got a complex tensor")
+        x = x.detach().to("cpu").double().numpy()
+    arr = np.asarray(x)
+    if arr.dtype == object:
+        raise ValueError(f"{name} must be a numeric array, got dtype=object (ragged input?)")
+    if np.iscomplexobj(arr):
+        raise ValueError(f"{name} must be real, got dtype={arr.dtype}")
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise ValueError(f"{name} must be numeric, got dtype={arr.dtype}")
+    return np.asarray(arr, dtype=np.float64), device
+
+
+def describe_rows(bad: np.ndarray, batch_shape: tuple[int, ...], limit: int = 10) -> str:
+    """Name the offending rows of a flattened ``(rows,)`` boolean mask by their batch index."""
+    flat = np.flatnonzero(bad)
+    if len(batch_shape) == 1:
+        names = [str(int(i)) for i in flat[:limit]]
+    else:
+        names = [str(tuple(int(j) for j in np.unravel_index(i, batch_shape))) for i in flat[:limit]]
+    more = f" and {len(flat) - limit} more" if len(flat) > limit else ""
+    return "[" + ", ".join(names) + "]" + more
+
+
+def as_scores(scores: Any, name: str = "scores") -> Converted:
+    """Validate a score array ``(..., n)`` and flatten its batch axes.
+
+    ``-inf`` entries are masked; NaN and ``+inf`` raise ``ValueError``, and so does a row whose every
+    entry is masked (or a row of length zero).  The score range of a row must be representable:
+    ``max - min`` has to be finite in float64.
+    """
+    arr, device = _to_numpy(scores, name)
+    if arr.ndim == 0:
+        raise ValueError(f"{name} must have at least one dimension (rows are the last axis), got a scalar")
+    batch_shape = tuple(arr.shape[:-1])
+    n = arr.shape[-1]
+    if n == 0:
+        raise ValueError(f"{name} has rows of length 0: every row needs at least one entry")
+    flat = arr.reshape(-1, n)  # (rows, n)
+    if np.isnan(flat).any():
+        where = np.argwhere(np.isnan(arr))[0]
+        raise ValueError(f"{name} contain NaN (first at index {tuple(int(i) for i in where)})")
+    if np.isposinf(flat).any():
+        where = np.argwhere(np.isposinf(arr))[0]
+        raise ValueError(f"{name} contain +inf (first at index {tuple(int(i) for i in where)}); "
+                         "only -inf is allowed, and it marks a masked entry")
+    if flat.shape[0] > 0:
+        valid = np.isfinite(flat)  # (rows, n)
+        empty = ~valid.any(axis=-1)  # (rows,)
+        if empty.any():
+            raise ValueError(f"{name}: rows empty after masking (every entry is -inf): rows "
+                             f"{describe_rows(empty, batch_shape)}")
+        with np.errstate(invalid="ignore", over="ignore"):
+            top = np.max(flat, axis=-1)  # (rows,)
+            low = np.min(np.where(valid, flat, np.inf), axis=-1)  # (rows,)
+            span = top - low
+        if not np.isfinite(span).all():
+            raise ValueError(f"{name}: the range max - min of rows {describe_rows(~np.isfinite(span), batch_shape)} "
+                             "overflows float64")
+    return Converted(values=flat, batch_shape=batch_shape, device=device)
+
+
+def as_beta(beta: Any, name: str = "beta") -> tuple[np.ndarray, bool]:
+    """Validate inverse temperatures: a scalar or a 1-D array of finite values ``>= 0``.
+
+    Returns ``(beta_1d, was_scalar)``; a scalar ``beta`` gives results without the trailing beta axis.
+    """
+    arr, _ = _to_numpy(beta, name)
+    if arr.ndim > 1:
+        raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite, got {arr[~np.isfinite(arr)][:5]}")
+    if (arr < 0).any():
+        raise ValueError(f"{name} must be >= 0, got {arr[arr < 0][:5]}")
+    return np.atleast_1d(arr), arr.ndim == 0
+
+
+def as_thresholds(t: Any, name: str = "t") -> tuple[np.ndarray, bool]:
+    """Validate gap thresholds: a scalar or a 1-D array, sorted non-decreasing, ``>= 0``, no NaN.
+
+    ``+inf`` is allowed (``N(inf)`` is the number of valid entries).  Returns ``(t_1d, was_scalar)``.
+    """
+    arr, _ = _to_numpy(t, name)
+    if arr.ndim > 1:
+        raise ValueError(f"{name} must be a scalar or a 1-D array, got shape {arr.shape}")
+    if np.isnan(arr).any():
+        raise ValueError(f"thresholds {name} contain NaN")
+    if (arr < 0).any():
+        raise ValueError(f"thresholds {name} must be >= 0 (gaps are non-negative), got {arr[arr < 0][:5]}")
+    flat = np.atleast_1d(arr)
+    if (np.diff(flat) < 0).any():
+        raise ValueError(f"thresholds {name} must be sorted in non-decreasing order")
+    return flat, arr.ndim == 0
+
+
+def as_K(K: Any) -> int:
+    """Validate the accumulation index ``K``: an integer ``>= 2``."""
+    if isinstance(K, (bool, np.bool_)) or not isinstance(K, (int, np.integer)):
+        if isinstance(K, (float, np.floating)) and float(K).is_integer():
+            K = int(K)
+        else:
+            raise ValueError(f"K must be an integer >= 2, got {K!r}")
+    if K < 2:
+        raise ValueError(f"K must be >= 2, got K={K}")
+    return int(K)
+
+
+def as_per_row(value: Any, batch_shape: tuple[int, ...], name: str,
+               check: Callable[[np.ndarray], np.ndarray], requirement: str) -> np.ndarray:
+    """Broadcast a scalar or per-row target to ``batch_shape`` and flatten it to ``(rows,)``.
+
+    ``check`` returns a boolean mask of acceptable values; ``requirement`` describes it in the error.
+    """
+    arr, _ = _to_numpy(value, name)
+    try:
+        arr = np.broadcast_to(arr, batch_shape)
+    except ValueError:
+        raise ValueError(f"{name} of shape {arr.shape} does not match the batch shape {batch_shape} "
+                         "of the scores (one value per row, or a scalar)") from None
+    ok = check(arr)
+    if not np.all(ok):
+        raise ValueError(f"{name} must be {requirement}, got {arr[~ok][:5]}")
+    return arr.reshape(-1)
+
+
+def blocks(rows: int, cols: int, per_cell: int = 1,
+           max_elements: int | None = None) -> Iterator[tuple[slice, slice]]:
+    """Cover a ``(rows, cols)`` index set with rectangular blocks of bounded size.
+
+    Each block has at most ``max_elements // per_cell`` cells (but at least one column), so a
+    temporary of shape ``(per_cell, block_rows, block_cols)`` stays within ``max_elements`` floats.
+    Whole rows are preferred; long rows are split along the columns.
+    """
+    max_elements = MAX_ELEMENTS if max_elements is None else max_elements
+    cells = max(1, max_elements // max(1, per_cell))
+    if cols == 0 or rows == 0:
+        if rows > 0:
+            yield slice(0, rows), slice(0, cols)
+        return
+    if cols <= cells:
+        step = max(1, cells // cols)
+        for r0 in range(0, rows, step):
+            yield slice(r0, min(rows, r0 + step)), slice(0, cols)
+    else:
+        for r0 in range(rows):
+            for c0 in range(0, cols, cells):
+                yield slice(r0, r0 + 1), slice(c0, min(cols, c0 + cells))
+
+
+def row_blocks(rows: int, cols: int, per_cell: int = 1,
+               max_elements: int | None = None) -> Iterator[slice]:
+    """Split ``rows`` into slices of whole rows holding at most ``max_elements // per_cell`` cells.
+
+    Used where a row cannot be split (a sort).  A row longer than the budget forms a block of its own,
+    so the memory held is bounded by a constant times ``max(max_elements, cols)``.
+    """
+    max_elements = MAX_ELEMENTS if max_elements is None else max_elements
+    step = max(1, max(1, max_elements // max(1, per_cell)) // max(1, cols))
+    for r0 in range(0, rows, step):
+        yield slice(r0, min(rows, r0 + step))

@@ -1,0 +1,189 @@
+"""Gaps below the row maximum, the gap-counting function and the accumulation scale.
+
+Implements the objects of theory.md §3.1 for every row of a batch (rows are the last axis):
+
+- the gaps :math:`\\Delta_i = M - s_i` with :math:`M = \\max_i s_i`, sorted ascending
+  (:func:`sorted_gaps`);
+- the gap-counting function :math:`N(t) = \\#\\{i : \\Delta_i \\le t\\}` (:func:`gap_counts`);
+- the accumulation scale
+  :math:`\\kappa_K = \\sup\\{\\log N(t)/t : N(t) \\ge K\\}` (:func:`accumulation_scale`), with
+  :math:`\\kappa = \\kappa_2` when the maximum is unique;
+- the Legendre transform :math:`\\Lambda(\\beta) = \\sup_{t \\ge 0}[\\log N(t) - \\beta t]`
+  (:func:`legendre_transform`), the lower bound of Theorem 1 (theory.md §3.2).
+
+``-inf`` scores are masked: they become ``+inf`` gaps placed at the end of the sorted row and are
+excluded from every count.  Both suprema are attained at a sorted gap :math:`\\Delta_{(k)}` because
+:math:`N` is a right-continuous step function, so one sort per row gives them exactly.
+
+Measured speed (2026-11-29, numpy 2.4.6, AMD EPYC, 2 CPU cores shared with about six other users,
+load average 6-7): ``accumulation_scale`` on 100 rows of n = 2**20 Gaussian scores took 7.6 s of CPU
+time (single-threaded; one float64 sort per row is most of it) and 22.9 s of wall-clock time under
+that load.  Memory: one row block of at most ``2**22`` values (or one row, if longer) at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _validate
+from ._validate import as_beta, as_K, as_scores, as_thresholds, row_blocks
+
+__all__ = ["sorted_gaps", "gap_counts", "accumulation_scale", "legendre_transform"]
+
+
+def _sorted_gaps(values: np.ndarray) -> np.ndarray:
+    """Sorted gaps of validated ``(rows, n)`` scores; masked entries become ``+inf`` at the end."""
+    top = np.max(values, axis=-1, keepdims=True)  # (rows, 1); every row has a finite entry
+    gaps = top - values  # (rows, n); -inf scores give +inf gaps
+    gaps.sort(axis=-1)
+    return gaps
+
+
+def _rank_counts(n: int) -> np.ndarray:
+    """``k + 1`` for sorted positions ``k = 0..n-1``: a lower bound on N(Delta_(k)), exact at tie-block ends.
+
+    Within a block of equal gaps the true count N(Delta_(k)) (ties included, ``side="right"``) equals
+    ``k + 1`` at the block's last position and is larger than ``k + 1`` before it.  Both
+    ``log N(t)/t`` and ``log N(t) - beta t`` are largest at the block's last position, so the suprema
+    over ``t`` are exactly the maxima over ``k`` of the same expressions with ``k + 1`` in place of N.
+    """
+    return np.arange(1, n + 1, dtype=np.float64)  # (n,)
+
+
+def sorted_gaps(scores: Any) -> Any:
+    """Gaps below the row maximum, sorted ascending: :math:`\\Delta_{(1)} = 0 \\le \\Delta_{(2)} \\le \\dots`.
+
+    Definition of theory.md §3.1.  ``scores`` has shape ``(..., n)``; the result has the same shape.
+    Masked (``-inf``) entries become ``+inf`` gaps at the end of their row, so the number of finite
+    entries of a row is its number of valid scores.
+    """
+    conv = as_scores(scores)
+    return conv.restore(_sorted_gaps(conv.values), (conv.n,))
+
+
+def gap_counts(scores: Any, t: Any) -> Any:
+    """Gap-counting function :math:`N(t) = \\#\\{i : \\Delta_i \\le t\\}` (theory.md §3.1).
+
+    Parameters
+    ----------
+    scores:
+        ``(..., n)`` scores; ``-inf`` entries are masked and never counted.
+    t:
+        thresholds, a scalar or a 1-D array sorted non-decreasing with values ``>= 0`` (``+inf`` allowed).
+
+    Returns
+    -------
+    ``(..., len(t))`` counts as float64 (``(...)`` for a scalar ``t``).  ``N`` is right-continuous:
+    ``N(0)`` is the multiplicity of the maximum.
+
+    Method: per row, the gaps and the thresholds are merged by one stable sort, gaps first, so a gap
+    equal to a threshold sorts before it; the rank of threshold ``j`` minus ``j`` is then the number
+    of gaps ``<= t_j`` (a vectorised ``searchsorted(..., side="right")`` for every row at once).
+    """
+    conv = as_scores(scores)
+    thresholds, scalar = as_thresholds(t)
+    values, n, m = conv.values, conv.n, len(thresholds)
+    rows = values.shape[0]
+    out = np.empty((rows, m))  # (rows, m)
+    for rs in row_blocks(rows, n + m, per_cell=3):
+        top = np.max(values[rs], axis=-1, keepdims=True)  # (r, 1)
+        gaps = top - values[rs]  # (r, n)
+        valid_count = np.isfinite(gaps).sum(axis=-1, keepdims=True)  # (r, 1)
+        merged = np.concatenate([gaps, np.broadcast_to(thresholds, (gaps.shape[0], m))], axis=-1)  # (r, n+m)
+        order = np.argsort(merged, axis=-1, kind="stable")  # (r, n+m)
+        rank = np.empty_like(order)  # (r, n+m)
+        np.put_along_axis(rank, order, np.arange(n + m), axis=-1)
+        counts = rank[:, n:] - np.arange(m)  # (r, m): gaps <= t_j, masked +inf gaps included when t_j = inf
+        out[rs] = np.minimum(counts, valid_count)
+    if scalar:
+        return conv.restore(out[:, 0])
+    return conv.restore(out, (m,))
+
+
+def accumulation_scale(scores: Any, K: int = 2) -> Any:
+    """Accumulation scale :math:`\\kappa_K = \\sup\\{\\log N(t)/t : N(t) \\ge K\\}` per row (theory.md §3.1).
+
+    Computed exactly as :math:`\\max_k \\log N(\\Delta_{(k)})/\\Delta_{(k)}` over the sorted positions
+    with :math:`N(\\Delta_{(k)}) \\ge K` (ties counted, right-continuous ``N``), one sort per row.  With
+    0-based sorted positions this is :math:`\\max_{k \\ge K-1} \\log(k+1)/\\Delta_{(k)}`: inside a block of
+    tied gaps the maximum sits at the block's last position, where :math:`k+1 = N`.
+
+    Conventions (all documented API decisions):
+
+    - ``inf`` when the maximum has multiplicity ``>= K`` (for ``K = 2``: a tied maximum), since then
+      :math:`N(0) \\ge K` and :math:`\\log N(0)/0 = \\infty`.
+    - ``0`` for a row with fewer than ``K`` valid entries, in particular a single-entry row.  This is
+      the infimum form :math:`\\kappa_K = \\inf\\{b \\ge 0 : N(t) \\le e^{bt} \\text{ whenever } N(t)\\ge K\\}`
+      with an empty constraint set.  Every row with at least ``K`` valid entries has
+      :math:`\\kappa_K > 0`, so ``0`` marks exactly the rows that are too short.
+    - ``K < 2`` raises ``ValueError``.
+
+    Parameters
+    ----------
+    scores:
+        ``(..., n)`` scores; ``-inf`` entries are masked.
+    K:
+        integer ``>= 2``.
+
+    Returns
+    -------
+    ``(...)`` float64 array (or tensor) of :math:`\\kappa_K`.
+    """
+    K = as_K(K)
+    conv = as_scores(scores)
+    values, n = conv.values, conv.n
+    rows = values.shape[0]
+    out = np.empty(rows)  # (rows,)
+    if n < K:
+        return conv.restore(np.zeros(rows))  # no position can have N >= K
+    log_counts = np.log(_rank_counts(n)[K - 1:])  # (n-K+1,) log(k+1) for k >= K-1
+    for rs in row_blocks(rows, n, per_cell=3):
+        gaps = _sorted_gaps(values[rs])  # (r, n)
+        with np.errstate(divide="ignore"):
+            # log(k+1)/0 = inf at a maximum of multiplicity >= K; masked (+inf) gaps give 0, which
+            # never beats a valid ratio (> 0) and yields the documented 0 for rows shorter than K
+            ratio = log_counts / gaps[:, K - 1:]  # (r, n-K+1)
+        out[rs] = ratio.max(axis=-1)
+    return conv.restore(out)
+
+
+def legendre_transform(scores: Any, beta: Any) -> Any:
+    """Legendre transform :math:`\\Lambda(\\beta) = \\sup_{t \\ge 0}[\\log N(t) - \\beta t]` (theory.md §3.1).
+
+    The lower bound of the free-energy sandwich, Theorem 1 (theory.md §3.2):
+    :math:`\\Lambda(\\beta) \\le \\log Z(\\beta)`; by Lemma 1 it vanishes exactly for
+    :math:`\\beta \\ge \\kappa` when the maximum is unique.  Computed as
+    :math:`\\max_k[\\log N(\\Delta_{(k)}) - \\beta\\Delta_{(k)}]` over valid sorted positions.
+
+    Parameters
+    ----------
+    scores:
+        ``(..., n)`` scores; ``-inf`` entries are masked.
+    beta:
+        a scalar or 1-D array of finite values ``>= 0``.
+
+    Returns
+    -------
+    ``(..., len(beta))`` float64 (``(...)`` for a scalar ``beta``).
+    """
+    conv = as_scores(scores)
+    betas, scalar = as_beta(beta)
+    values, n, m = conv.values, conv.n, len(betas)
+    rows = values.shape[0]
+    out = np.empty((rows, m))  # (rows, m)
+    for rs in row_blocks(rows, n, per_cell=4):
+        gaps = _sorted_gaps(values[rs])  # (r, n)
+        valid = np.isfinite(gaps)  # (r, n)
+        log_counts = np.where(valid, np.log(_rank_counts(n)), -np.inf)  # (r, n)
+        finite_gaps = np.where(valid, gaps, 0.0)  # (r, n); masked terms are -inf through log_counts
+        r = gaps.shape[0]
+        beta_step = max(1, _validate.MAX_ELEMENTS // max(1, r * n))
+        for b0 in range(0, m, beta_step):
+            bs = slice(b0, min(m, b0 + beta_step))
+            terms = log_counts[:, None, :] - betas[None, bs, None] * finite_gaps[:, None, :]  # (r, b, n)
+            out[rs, bs] = terms.max(axis=-1)
+    if scalar:
+        return conv.restore(out[:, 0])
+    return conv.restore(out, (m,))

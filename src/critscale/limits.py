@@ -1,0 +1,198 @@
+"""Limit laws of the rescaled gap process (theory.md §4.2, Theorems 6 and 7).
+
+With :math:`\\Gamma_1 < \\Gamma_2 < \\dots` the arrival times of a rate-one Poisson process (cumulative
+sums of i.i.d. Exp(1)), the rescaled gaps :math:`\\bar\\kappa_n\\Delta_{(k)}` of a row converge to
+
+- Gumbel class (Theorem 6): :math:`\\xi_k = \\log(\\Gamma_k/\\Gamma_1)`;
+- Weibull class with endpoint exponent :math:`\\alpha` (Theorem 7):
+  :math:`\\xi_k = \\alpha(\\Gamma_k^{1/\\alpha} - \\Gamma_1^{1/\\alpha})`.
+
+At :math:`\\beta = c\\bar\\kappa_n` the softmax weights then converge to :math:`e^{-c\\xi_k}/\\sum_j e^{-c\\xi_j}`.
+In the Gumbel class and for :math:`c > 1` this is Poisson–Dirichlet PD(1/c, 0), whose moments are
+closed-form (:func:`pd_collision`, :func:`pd_entropy`); elsewhere :func:`poisson_limit_stats`
+estimates them by Monte-Carlo over truncated point processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import numpy as np
+from scipy import special
+
+from ._validate import as_K, row_blocks
+from .softmax import _gap_sums, _stats_from_sums
+
+__all__ = [
+    "pd_collision",
+    "pd_entropy",
+    "poisson_arrivals",
+    "gumbel_gaps",
+    "weibull_gaps",
+    "limit_gaps",
+    "kappa_limit_samples",
+    "LimitStats",
+    "poisson_limit_stats",
+]
+
+Domain = Union[str, float]
+
+
+def _as_c(c: Any) -> np.ndarray:
+    arr = np.asarray(c, dtype=np.float64)
+    if np.isnan(arr).any() or (arr <= 0).any():
+        raise ValueError(f"c must be > 0 (inf allowed), got {c!r}")
+    return arr
+
+
+def _out(arr: np.ndarray) -> Any:
+    return float(arr) if arr.ndim == 0 else arr
+
+
+def pd_collision(c: Any) -> Any:
+    """Limit :math:`\\mathbb E\\sum_i p_i^2 = 1 - 1/c` of PD(1/c, 0) weights (Theorem 6(b), theory.md §4.2).
+
+    For :math:`c \\le 1` the Gumbel-class weights spread over infinitely many points and the limit
+    is 0 (this function returns 0 there).  ``c`` may be an array; ``inf`` gives 1.
+    """
+    arr = _as_c(c)
+    return _out(np.where(arr > 1, 1.0 - 1.0 / arr, 0.0))
+
+
+def pd_entropy(c: Any) -> Any:
+    """Limit :math:`\\mathbb E H = \\psi(1) - \\psi(1 - 1/c)` of PD(1/c, 0) weights (Theorem 6(b), theory.md §4.2).
+
+    For :math:`c \\le 1` the entropy diverges and this function returns ``inf``; ``c = inf`` gives 0.
+    """
+    arr = _as_c(c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = special.digamma(1.0) - special.digamma(1.0 - 1.0 / np.where(arr > 1, arr, 2.0))
+    return _out(np.where(arr > 1, value, np.inf))
+
+
+def _check_size(k: Any, size: Any) -> tuple[int, int]:
+    for label, v in (("k", k), ("size", size)):
+        if isinstance(v, bool) or int(v) != v:
+            raise ValueError(f"{label} must be an integer, got {v!r}")
+    if k < 1 or size < 0:
+        raise ValueError(f"need k >= 1 and size >= 0, got k={k}, size={size}")
+    return int(k), int(size)
+
+
+def poisson_arrivals(k: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """First ``k`` arrival times :math:`\\Gamma_1 < \\dots < \\Gamma_k` of a rate-one Poisson process, ``(size, k)``."""
+    k, size = _check_size(k, size)
+    return np.cumsum(rng.standard_exponential((size, k)), axis=-1)  # (size, k)
+
+
+def gumbel_gaps(k: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Gumbel-class limit of the rescaled sorted gaps: :math:`\\xi_j = \\log(\\Gamma_j/\\Gamma_1)`, ``(size, k)``.
+
+    Theorem 6 (theory.md §4.2).  Column 0 is 0 (the maximum).
+    """
+    gamma = poisson_arrivals(k, size, rng)  # (size, k)
+    return np.log(gamma / gamma[:, :1])
+
+
+def weibull_gaps(alpha: float, k: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Weibull-class limit of the rescaled sorted gaps, ``(size, k)``:
+    :math:`\\xi_j = \\alpha(\\Gamma_j^{1/\\alpha} - \\Gamma_1^{1/\\alpha})` (Theorem 7, theory.md §4.2).
+    """
+    alpha = float(alpha)
+    if not (np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be finite and > 0, got {alpha}")
+    root = poisson_arrivals(k, size, rng) ** (1.0 / alpha)  # (size, k)
+    return alpha * (root - root[:, :1])
+
+
+def limit_gaps(domain: Domain, k: int, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Limit gaps for ``domain = "gumbel"`` or a Weibull exponent ``alpha`` (a positive number)."""
+    if isinstance(domain, str):
+        if domain != "gumbel":
+            raise ValueError(f"domain must be 'gumbel' or a Weibull exponent alpha > 0, got {domain!r}")
+        return gumbel_gaps(k, size, rng)
+    return weibull_gaps(float(domain), k, size, rng)
+
+
+def kappa_limit_samples(size: int, k_max: int, rng: np.random.Generator, K: int = 2,
+                        domain: Domain = "gumbel") -> np.ndarray:
+    """Samples of the limit law of :math:`\\kappa_{n,K}/\\bar\\kappa_n`: :math:`\\sup_{k \\ge K} \\log k/\\xi_k`.
+
+    Theorem 6(a) (Gumbel) and Theorem 7 (Weibull, ``domain = alpha``), theory.md §4.2.  The point
+    process is truncated at ``k_max`` points; in the limit :math:`N(\\xi_k) = k` (no ties), so the
+    supremum runs over :math:`k = K, \\dots, k_{\\max}`.  Returns ``(size,)``.  Memory is bounded by
+    generating the samples in blocks (the block layout does not change the draws: each block takes
+    the next rows of the same stream).
+    """
+    K = as_K(K)
+    k_max, size = _check_size(k_max, size)
+    if k_max < K:
+        raise ValueError(f"k_max must be >= K, got k_max={k_max}, K={K}")
+    out = np.empty(size)
+    log_k = np.log(np.arange(1, k_max + 1, dtype=np.float64))  # (k_max,)
+    for rs in row_blocks(size, k_max, per_cell=3):
+        gaps = limit_gaps(domain, k_max, rs.stop - rs.start, rng)  # (r, k_max)
+        with np.errstate(divide="ignore"):
+            ratio = log_k[K - 1:] / gaps[:, K - 1:]  # (r, k_max - K + 1)
+        out[rs] = ratio.max(axis=-1)
+    return out
+
+
+@dataclass(frozen=True)
+class LimitStats:
+    """Monte-Carlo moments of the limit weights :math:`p_k \\propto e^{-c\\xi_k}`, each ``(len(c),)``.
+
+    ``*_sem`` are standard errors (sample standard deviation with ``ddof=1`` over ``sqrt(size)``).
+    """
+
+    c: np.ndarray
+    collision: np.ndarray
+    collision_sem: np.ndarray
+    entropy: np.ndarray
+    entropy_sem: np.ndarray
+    max_weight: np.ndarray
+    max_weight_sem: np.ndarray
+    size: int
+    k_max: int
+    domain: Domain
+
+
+def poisson_limit_stats(c: Any, domain: Domain = "gumbel", k_max: int = 2000, size: int = 400,
+                        rng: np.random.Generator | None = None, seed: int = 7) -> LimitStats:
+    """Monte-Carlo :math:`\\mathbb E\\sum p^2`, :math:`\\mathbb E H` and :math:`\\mathbb E p_{\\max}` of the limit weights.
+
+    The limit of the softmax at :math:`\\beta = c\\bar\\kappa_n` (Theorems 6 and 7, theory.md §4.2):
+    weights :math:`p_k \\propto e^{-c\\xi_k}` over ``k_max`` points of the limit gap process of
+    ``domain`` (``"gumbel"`` or a Weibull exponent ``alpha``), averaged over ``size`` draws.
+
+    Truncation: the neglected tail weight is :math:`\\sum_{k > k_{\\max}} e^{-c\\xi_k}`.  For Weibull
+    domains it decays like :math:`e^{-c\\alpha k^{1/\\alpha}}` and is negligible; in the Gumbel domain
+    it is :math:`\\approx \\Gamma_1^c k_{\\max}^{1-c}/(c-1)`, small only for ``c`` well above 1 (use the
+    closed forms :func:`pd_collision` / :func:`pd_entropy` there).  ``rng`` defaults to
+    ``numpy.random.default_rng(seed)``.
+    """
+    cs = np.atleast_1d(_as_c(c))
+    if cs.ndim != 1 or not np.isfinite(cs).all():
+        raise ValueError("c must be a finite scalar or 1-D array of values > 0")
+    k_max, size = _check_size(k_max, size)
+    if size < 2:
+        raise ValueError(f"size must be >= 2 for a standard error, got {size}")
+    rng = np.random.default_rng(seed) if rng is None else rng
+    collision = np.empty((size, len(cs)))  # (size, m)
+    entropy = np.empty((size, len(cs)))  # (size, m)
+    max_weight = np.empty((size, len(cs)))  # (size, m)
+    for rs in row_blocks(size, k_max, per_cell=len(cs) + 2):
+        gaps = limit_gaps(domain, k_max, rs.stop - rs.start, rng)  # (r, k_max)
+        stats = _stats_from_sums(_gap_sums(gaps, cs), cs)
+        collision[rs] = stats.collision
+        entropy[rs] = stats.entropy
+        max_weight[rs] = stats.max_weight
+
+    def sem(values: np.ndarray) -> np.ndarray:
+        return values.std(axis=0, ddof=1) / np.sqrt(size)
+
+    return LimitStats(c=cs, collision=collision.mean(axis=0), collision_sem=sem(collision),
+                      entropy=entropy.mean(axis=0), entropy_sem=sem(entropy),
+                      max_weight=max_weight.mean(axis=0), max_weight_sem=sem(max_weight),
+                      size=size, k_max=k_max, domain=domain)

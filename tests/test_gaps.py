@@ -1,0 +1,160 @@
+"""Gaps, gap counts, accumulation scale and Legendre transform against float64 brute force (theory.md §3.1)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import critscale
+from critscale import _validate, families
+
+
+def example_rows(seed: int = 0) -> list[np.ndarray]:
+    """Rows of every family plus ties, masks, n = 1, huge and tiny scales (all float64)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name in families.names():
+        for n in (2, 7, 33):
+            rows.append(families.get(name).sample(n, 1, rng)[0])
+    base = rng.standard_normal(20)
+    rows += [
+        np.array([0.3]),  # n = 1
+        np.array([1.0, 1.0]),  # tied pair
+        np.round(base, 1),  # ties in the bulk
+        np.concatenate([[2.0, 2.0, 2.0], base]),  # triple maximum
+        np.where(rng.random(20) < 0.4, -np.inf, base),  # masked entries
+        np.array([-np.inf, 5.0, -np.inf]),  # one valid entry among masked ones
+        1e150 * base,  # huge scale
+        1e-150 * base,  # tiny scale
+        np.array([0.0, -1.0, -1.0, -1.0, -3.0, -3.0]),  # planted-like with tied bulk
+    ]
+    rows[-5][0] = 1.0  # keep the masked row non-empty
+    return rows
+
+
+def brute_counts(row: np.ndarray, t: float) -> int:
+    top = max(x for x in row if x > -math.inf)
+    return sum(1 for x in row if x > -math.inf and top - x <= t)
+
+
+def brute_kappa(row: np.ndarray, K: int) -> float:
+    top = max(x for x in row if x > -math.inf)
+    gaps = [top - x for x in row if x > -math.inf]
+    best = 0.0
+    for t in gaps:
+        count = sum(1 for d in gaps if d <= t)
+        if count < K:
+            continue
+        value = math.inf if t == 0 else math.log(count) / t
+        best = max(best, value)
+    return best
+
+
+def brute_legendre(row: np.ndarray, beta: float) -> float:
+    top = max(x for x in row if x > -math.inf)
+    gaps = [top - x for x in row if x > -math.inf]
+    return max(math.log(sum(1 for d in gaps if d <= t)) - beta * t for t in gaps)
+
+
+@pytest.mark.parametrize("row_index", range(len(example_rows())))
+def test_against_brute_force(row_index):
+    row = example_rows()[row_index]
+    valid = row[np.isfinite(row)]
+    top = valid.max()
+    distinct = sorted(set((top - valid).tolist()))
+    thresholds = sorted(set(distinct + [d * 1.5 for d in distinct] + [math.inf]))
+    counts = critscale.gap_counts(row, thresholds)
+    assert counts.tolist() == [brute_counts(row, t) for t in thresholds]
+    for K in (2, 3, 5):
+        expected = brute_kappa(row, K)
+        got = critscale.accumulation_scale(row, K=K)
+        assert got == pytest.approx(expected, rel=1e-13) or (math.isinf(expected) and got == expected)
+    for beta in (0.0, 0.3, 2.0, 1e3):
+        scaled = beta / max(distinct[-1], 1e-300)  # a beta comparable with the row's scale
+        for b in (beta, scaled):
+            assert critscale.legendre_transform(row, b) == pytest.approx(brute_legendre(row, b), rel=1e-12, abs=1e-12)
+
+
+def test_sorted_gaps_layout():
+    row = np.array([1.0, -np.inf, 3.0, 2.0, -np.inf])
+    gaps = critscale.sorted_gaps(row)
+    assert gaps.tolist() == [0.0, 1.0, 2.0, math.inf, math.inf]
+    batch = np.stack([row, row[::-1]])
+    assert critscale.sorted_gaps(batch).shape == (2, 5)
+
+
+def test_batch_shapes_and_scalar_threshold():
+    rng = np.random.default_rng(1)
+    scores = rng.standard_normal((2, 3, 9))
+    assert critscale.gap_counts(scores, [0.0, 1.0]).shape == (2, 3, 2)
+    assert critscale.gap_counts(scores, 0.0).shape == (2, 3)
+    assert np.all(critscale.gap_counts(scores, 0.0) == 1)
+    assert critscale.accumulation_scale(scores).shape == (2, 3)
+    assert critscale.legendre_transform(scores, [0.0, 1.0, 2.0]).shape == (2, 3, 3)
+    flat = critscale.accumulation_scale(scores.reshape(6, 9))
+    assert np.array_equal(critscale.accumulation_scale(scores).reshape(6), flat)
+
+
+def test_documented_conventions():
+    assert critscale.accumulation_scale(np.array([4.0])) == 0.0  # single entry
+    assert critscale.accumulation_scale(np.array([1.0, 1.0, 0.0])) == math.inf  # tied maximum, K = 2
+    assert critscale.accumulation_scale(np.array([1.0, 1.0, 0.0]), K=3) == pytest.approx(math.log(3))
+    # rows shorter than K give 0; rows of length >= K give a positive value
+    short = np.array([[0.0, -1.0, -np.inf], [0.0, -1.0, -2.0]])
+    assert critscale.accumulation_scale(short, K=3).tolist() == [0.0, pytest.approx(math.log(3) / 2)]
+    # beta = 0 with masked entries: Lambda(0) = log n_valid, no NaN from 0 * inf
+    assert critscale.legendre_transform(np.array([0.0, -np.inf, -1.0]), 0.0) == pytest.approx(math.log(2))
+
+
+def test_elementary_bounds_on_family_rows():
+    """kappa >= log 2/Delta_(2), kappa >= log n/Delta_(n); kappa_K non-increasing in K (theory.md §3.1)."""
+    rng = np.random.default_rng(2)
+    for name in families.STANDARD:
+        scores = families.get(name).sample(64, 20, rng)
+        gaps = critscale.sorted_gaps(scores)
+        kappa = critscale.accumulation_scale(scores)
+        assert np.all(kappa >= np.log(2) / gaps[:, 1] * (1 - 1e-12))
+        assert np.all(kappa >= np.log(64) / gaps[:, -1] * (1 - 1e-12))
+        previous = kappa
+        for K in (3, 8, 16, 64):
+            current = critscale.accumulation_scale(scores, K=K)
+            assert np.all(current <= previous)
+            previous = current
+        assert np.allclose(previous, np.log(64) / gaps[:, -1], rtol=1e-13)  # K = n is the range bound
+
+
+def test_lemma1_legendre_vanishes_exactly_above_kappa():
+    """Lemma 1 (theory.md §3.2): Lambda(beta) = 0 iff beta >= kappa, for a unique maximum."""
+    rng = np.random.default_rng(3)
+    scores = rng.standard_normal((50, 40))
+    kappa = critscale.accumulation_scale(scores)
+    above = np.array([critscale.legendre_transform(s, k * (1 + 1e-9)) for s, k in zip(scores, kappa)])
+    below = np.array([critscale.legendre_transform(s, k * (1 - 1e-6)) for s, k in zip(scores, kappa)])
+    assert np.all(above == 0.0)
+    assert np.all(below > 0.0)
+
+
+def test_memory_blocks_do_not_change_results(monkeypatch):
+    rng = np.random.default_rng(4)
+    scores = rng.standard_normal((7, 50))
+    scores[2, :10] = -np.inf
+    beta = np.linspace(0, 5, 9)
+    reference = (critscale.accumulation_scale(scores, K=4), critscale.legendre_transform(scores, beta),
+                 critscale.gap_counts(scores, [0.0, 0.5, 1.0]))
+    monkeypatch.setattr(_validate, "MAX_ELEMENTS", 64)  # forces one row (and one beta) per block
+    small = (critscale.accumulation_scale(scores, K=4), critscale.legendre_transform(scores, beta),
+             critscale.gap_counts(scores, [0.0, 0.5, 1.0]))
+    for a, b in zip(reference, small):
+        assert np.array_equal(a, b)
+
+
+def test_torch_round_trip():
+    torch = pytest.importorskip("torch")
+    scores = torch.randn(3, 11, dtype=torch.float32)
+    scores[1, 4] = -float("inf")
+    kappa = critscale.accumulation_scale(scores)
+    assert isinstance(kappa, torch.Tensor) and kappa.dtype == torch.float64 and kappa.device == scores.device
+    assert np.array_equal(kappa.numpy(), critscale.accumulation_scale(scores.double().numpy()))
+    counts = critscale.gap_counts(scores, torch.tensor([0.0, 1.0]))
+    assert isinstance(counts, torch.Tensor) and counts.shape == (3, 2)
+    assert isinstance(critscale.sorted_gaps(scores), torch.Tensor)

@@ -1,0 +1,132 @@
+"""Limit laws (Theorems 6-7, theory.md §4.2) and the rescaling rules of the literature (theory.md §2)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+import critscale
+from critscale import limits, montecarlo, rules
+
+
+def test_poisson_dirichlet_closed_forms():
+    c = np.array([0.5, 1.0, 2.0, 4.0, 8.0, np.inf])
+    assert np.allclose(limits.pd_collision(c), [0, 0, 0.5, 0.75, 0.875, 1.0])
+    entropy = limits.pd_entropy(c)
+    assert np.all(np.isinf(entropy[:2]))
+    assert entropy[2] == pytest.approx(2 * math.log(2), rel=1e-14)  # psi(1) - psi(1/2) = 2 log 2
+    assert np.allclose(entropy[3:5], [0.51, 0.23], atol=6e-3)  # theory.md §5.2 table
+    assert entropy[5] == 0.0
+    assert limits.pd_collision(3.0) == pytest.approx(2 / 3)
+    # E H = 1 at c = 2.44 (theory.md §5.4)
+    assert limits.pd_entropy(2.44) == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("c", [2.0, 4.0])
+def test_gumbel_limit_simulation_matches_poisson_dirichlet(c):
+    k_max, size = 5000, 1000
+    result = limits.poisson_limit_stats(c, "gumbel", k_max=k_max, size=size, rng=np.random.default_rng(7))
+    # truncation: the neglected weight is about E[Gamma_1^c] k_max^(1-c)/(c-1) = Gamma(c+1) k_max^(1-c)/(c-1)
+    truncation = special.gamma(c + 1) * k_max ** (1 - c) / (c - 1)
+    assert abs(result.collision[0] - limits.pd_collision(c)) <= 5 * result.collision_sem[0] + 2 * truncation
+    assert abs(result.entropy[0] - limits.pd_entropy(c)) <= 5 * result.entropy_sem[0] + 10 * truncation
+
+
+def test_limit_gap_laws():
+    rng = np.random.default_rng(3)
+    gumbel = limits.gumbel_gaps(6, 4000, rng)
+    assert gumbel.shape == (4000, 6) and np.all(gumbel[:, 0] == 0) and np.all(np.diff(gumbel, axis=-1) >= 0)
+    # Gamma_1/Gamma_2 is uniform on (0, 1), so exp(-xi_2) is uniform
+    assert stats.kstest(np.exp(-gumbel[:, 1]), "uniform").pvalue > 1e-4
+    weibull = limits.weibull_gaps(1.0, 6, 4000, rng)
+    assert stats.kstest(weibull[:, 1], "expon").pvalue > 1e-4  # Gamma_2 - Gamma_1 ~ Exp(1)
+    alpha = limits.weibull_gaps(2.0, 3, 5, np.random.default_rng(1))
+    gamma = limits.poisson_arrivals(3, 5, np.random.default_rng(1))
+    assert np.allclose(alpha, 2 * (np.sqrt(gamma) - np.sqrt(gamma[:, :1])), rtol=1e-15)
+
+
+@pytest.mark.parametrize("domain,K", [("gumbel", 2), ("gumbel", 16), (2.0, 4)])
+def test_kappa_limit_samples_against_loop(domain, K):
+    size, k_max = 40, 300
+    samples = limits.kappa_limit_samples(size, k_max, np.random.default_rng(9), K=K, domain=domain)
+    gaps = limits.limit_gaps(domain, k_max, size, np.random.default_rng(9))
+    for sample, row in zip(samples, gaps):
+        expected = max(math.log(k) / row[k - 1] for k in range(K, k_max + 1))
+        assert sample == pytest.approx(expected, rel=1e-14)
+
+
+def test_kappa_limit_samples_do_not_depend_on_blocking(monkeypatch):
+    """Blocks take consecutive rows of one stream, so the samples equal those of one big draw."""
+    reference = limits.kappa_limit_samples(50, 200, np.random.default_rng(4), K=16)
+    monkeypatch.setattr(critscale._validate, "MAX_ELEMENTS", 3 * 200 * 7)  # blocks of 7 processes
+    blocked = limits.kappa_limit_samples(50, 200, np.random.default_rng(4), K=16)
+    assert np.array_equal(reference, blocked)
+
+
+def test_weibull_limit_matches_uniform_rows():
+    """Theorem 7 with alpha = 1: uniform rows at beta = c n match the Poisson limit (5 combined stderr)."""
+    c = np.array([0.5, 2.0])
+    limit = limits.poisson_limit_stats(c, 1.0, k_max=400, size=2000, rng=np.random.default_rng(2))
+    n = 4096
+    run = montecarlo.run("unif", n, 1000, lambda s: {"collision": critscale.softmax_stats(s, c * n).collision},
+                         seed=[3])
+    combined = np.sqrt(limit.collision_sem**2 + run["collision"].sem ** 2)
+    assert np.all(np.abs(limit.collision - run["collision"].mean) <= 5 * combined)
+
+
+def test_limit_argument_checks():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="c must be > 0"):
+        limits.pd_collision(-1.0)
+    with pytest.raises(ValueError, match="domain"):
+        limits.limit_gaps("frechet", 3, 2, rng)
+    with pytest.raises(ValueError, match="alpha"):
+        limits.weibull_gaps(0.0, 3, 2, rng)
+    with pytest.raises(ValueError, match="K must be >= 2"):
+        limits.kappa_limit_samples(3, 10, rng, K=1)
+    with pytest.raises(ValueError, match="k_max must be >= K"):
+        limits.kappa_limit_samples(3, 10, rng, K=16)
+
+
+def test_rules_values():
+    n = np.array([math.e**2, math.e**8])
+    assert np.allclose(rules.sqrt_2_log_n(n), [2.0, 4.0])
+    assert np.allclose(rules.ssmax(n), [0.86, 3.44])
+    assert np.allclose(rules.ssmax(n, s=1.0), [2.0, 8.0])
+    assert np.allclose(rules.log_n_squared(n), [4.0, 64.0])
+    assert rules.yarn(4096 * math.e**10, 4096) == pytest.approx(4.0)  # (0.1 * 10 + 1)^2
+    assert rules.yarn(1000, 4096) == 1.0  # no extension, factor 1
+    assert rules.entropy_invariant(4096**2, 4096) == pytest.approx(2.0)
+    assert rules.entropy_invariant(64, 4096) == pytest.approx(0.5)
+    assert set(rules.RULES) == set(rules.RULE_LABELS) == set(rules.CITATIONS)
+    for name, rule in rules.RULES.items():
+        assert np.all(np.isfinite(rule(np.array([2.0**10, 2.0**20])))), name
+    assert rules.RULES["yarn"](4096 * math.e) == pytest.approx(1.1**2)
+
+
+def test_rules_audit_numbers_of_theory():
+    """theory.md §4.1: on planted rows sqrt(2 log n)/kappa_bar drifts by 0.58x and (log n)^2 by 3x
+    from n = 2^10 to 2^30, and YaRN over-concentrates Gaussian rows by about 2.8x."""
+    planted = critscale.families.get("planted")
+    gauss = critscale.families.get("gauss")
+    lo, hi = 2.0**10, 2.0**30
+
+    def drift(rule, family):
+        return (rule(hi) / family.kappa_bar(hi)) / (rule(lo) / family.kappa_bar(lo))
+
+    assert drift(rules.sqrt_2_log_n, planted) == pytest.approx(0.58, abs=0.005)
+    assert drift(rules.log_n_squared, planted) == pytest.approx(3.0, abs=0.005)
+    assert drift(lambda m: math.log(m), planted) == pytest.approx(1.0, rel=1e-14)
+    assert drift(rules.RULES["yarn"], gauss) == pytest.approx(2.8, abs=0.05)
+
+
+def test_rules_reject_bad_n():
+    with pytest.raises(ValueError, match="n must be"):
+        rules.sqrt_2_log_n(0.5)
+    with pytest.raises(ValueError, match="n must be"):
+        rules.log_n_squared(np.nan)
+    with pytest.raises(ValueError, match="n_train must be > 1"):
+        rules.entropy_invariant(10, 1)
+    with pytest.raises(ValueError, match="s must be"):
+        rules.ssmax(10, s=-1)
