@@ -68,6 +68,13 @@ def test_notebook_has_one_parameters_cell_and_a_params_file_per_profile(source):
     assert len(params_cells) == 1, f"{source.name}: exactly one parameters cell"
     names = set(re.findall(r"^(\w+)\s*=", params_cells[0], re.M))
     assert "profile" in names, f"{source.name}: the parameters cell must define `profile`"
+    # papermill silently skips lines it cannot parse (e.g. a comment holding '='), and then
+    # drops the injected value with only a warning: every assignment must be parseable.
+    from papermill.translators import PythonTranslator
+
+    cell_source = params_cells[0].split("\n", 1)[1]
+    parsed = {p.name for p in PythonTranslator.inspect({"source": cell_source})}
+    assert parsed == names, f"{source.name}: papermill cannot parse parameters {names - parsed}"
     for profile in PROFILES:
         path = ROOT / "params" / profile / f"{source.stem}.yaml"
         assert path.exists(), f"missing {path.relative_to(ROOT)}"

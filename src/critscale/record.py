@@ -111,7 +111,7 @@ def record(key: str, value: Any, display: bool = False) -> Any:
     return value_plain
 
 
-def record_figure(key: str, fig, close: bool = True) -> Path:
+def record_figure(key: str, fig, close: bool = True) -> None:
     """Glue a matplotlib figure as a PNG image and save the PNG beside the results.
 
     The kernel must keep IPython's inline backend (never ``MPLBACKEND=Agg``):
@@ -126,7 +126,6 @@ def record_figure(key: str, fig, close: bool = True) -> Path:
     _store(key, str(png_path), section="figures")
     if close:
         plt.close(fig)
-    return png_path
 
 
 def load_results(notebook: str, results_folder: str | os.PathLike | None = None) -> dict:
