@@ -102,11 +102,15 @@ def record(key: str, value: Any, display: bool = False) -> Any:
     """Glue ``value`` into the page under ``key`` and write it to the results file.
 
     Returns the plain (JSON-ready) value, so a cell can use what it recorded.
-    A pandas DataFrame is glued as its HTML table and stored as records.
+    A pandas DataFrame is glued as its HTML table (no row index) and stored as records.
     """
     value_plain = plain(value)
-    is_table = hasattr(value, "to_html")
-    glue(key, value if is_table else value_plain, display=display)
+    if hasattr(value, "to_html"):  # a table: glued as HTML without the row index
+        from IPython.display import HTML
+
+        glue(key, HTML(value.to_html(index=False, border=0, classes="dataframe")), display=display)
+    else:
+        glue(key, value_plain, display=display)
     _store(key, value_plain)
     return value_plain
 
