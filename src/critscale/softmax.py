@@ -85,11 +85,12 @@ def _gap_sums(gaps: np.ndarray, betas: np.ndarray, second_moment: bool = False) 
         with np.errstate(over="ignore"):  # beta * gap = inf underflows to weight 0, as it should
             weights = np.exp(-beta_rows[rs, :, None] * delta[:, None, :])  # (r, m, c)
         weights *= positive[:, None, :]  # zero gaps are counted in m0, masked ones nowhere
+        # Plain products and sums: batched matmul/einsum with one beta (m = 1) fall onto slow paths.
         s0[rs] += weights.sum(axis=-1)
-        s1[rs] += (weights @ delta[:, :, None])[..., 0]
-        s2[rs] += np.einsum("rmc,rmc->rm", weights, weights)
+        s1[rs] += (weights * delta[:, None, :]).sum(axis=-1)
+        s2[rs] += (weights * weights).sum(axis=-1)
         if second_moment:
-            s11[rs] += (weights @ (delta * delta)[:, :, None])[..., 0]
+            s11[rs] += (weights * (delta * delta)[:, None, :]).sum(axis=-1)
     extra = (zero_count - 1.0)[:, None]  # (rows, 1)
     return _GapSums(z_minus_one=extra + s0, z2_minus_one=extra + s2, first=s1, second=s11)
 
