@@ -108,7 +108,11 @@ def record(key: str, value: Any, display: bool = False) -> Any:
     if hasattr(value, "to_html"):  # a table: glued as HTML without the row index
         from IPython.display import HTML
 
-        glue(key, HTML(value.to_html(index=False, border=0, classes="dataframe")), display=display)
+        # Floats shown to 5 significant digits (the results file keeps them in full); the
+        # mathjax_process wrapper lets MathJax typeset \( ... \) inside the cells.
+        table_html = value.to_html(index=False, border=0, classes="dataframe",
+                                   float_format=lambda v: f"{v:.5g}")
+        glue(key, HTML(f'<div class="mathjax_process">{table_html}</div>'), display=display)
     else:
         glue(key, value_plain, display=display)
     _store(key, value_plain)
