@@ -1,0 +1,53 @@
+"""Triton kernels for attention-row statistics at GPU scale (``critscale.kernels``).
+
+Three kinds, one entry point each, all returning a :class:`RowStats` whose ``backend`` field says
+what ran (``"triton-cuda"``, ``"triton-interpreter"`` or ``"reference"``):
+
+- :func:`row_stats` — stored scores ``(..., n)`` (kind 1, :mod:`.scores`);
+- :func:`qk_row_stats` — logits ``scale * q k^T`` made on the fly with tensor cores (kind 2, :mod:`.qk`);
+- :func:`sampled_row_stats` — rows of a :mod:`critscale.families` family generated in the kernel from a
+  counter-based generator (kind 3, :mod:`.sampled`).
+
+The statistics are those of theory.md §3.1: ``log Z``, entropy, ``p_max`` and ``sum p^2`` on a beta grid,
+gap counts ``N(t)`` on a threshold grid, the exact second gap, the range, and a bracket for ``kappa``
+(:func:`kappa_bounds`, with the grid's factor bound).  The design (two streamed passes) is described in
+:mod:`._common`.
+
+Triton has no CPU backend: on a machine without CUDA the kernels run in Triton's interpreter, which must
+be switched on (``TRITON_INTERPRET=1``) *before* ``triton`` is first imported.  Importing this package
+sets it when nothing has imported triton yet, and raises a clear error when triton was already imported
+without it (for example by ``transformers`` or ``torch.compile``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+
+def _prepare_triton() -> None:
+    if torch.cuda.is_available():
+        return
+    flag = os.environ.get("TRITON_INTERPRET")
+    if flag == "1":
+        return
+    if "triton" in sys.modules:
+        raise RuntimeError(
+            "critscale.kernels: no CUDA device and triton was already imported without TRITON_INTERPRET=1, "
+            "so its kernels cannot run (triton-lang/triton#5142). Set TRITON_INTERPRET=1 in the environment "
+            "before anything imports triton (transformers and torch.compile do), or import critscale.kernels first.")
+    if flag is None:
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+_prepare_triton()
+
+from ._common import BACKENDS, INTERPRETER_MAX_SCORES, RowStats, kappa_bounds  # noqa: E402
+from .qk import qk_row_stats  # noqa: E402
+from .sampled import sample_scores, sampled_row_stats  # noqa: E402
+from .scores import row_stats  # noqa: E402
+
+__all__ = ["BACKENDS", "INTERPRETER_MAX_SCORES", "RowStats", "kappa_bounds", "qk_row_stats", "row_stats",
+           "sample_scores", "sampled_row_stats"]

@@ -1,0 +1,137 @@
+"""Kind 3 (scores generated in the kernel): generator identity, laws, and statistics.
+
+- The interpreter's scores equal the numpy mirror bit for bit; on the GPU the uniforms are identical and
+  the transcendental functions agree to fp32 rounding (tolerance below).
+- The generated scores follow the :mod:`critscale.families` laws (Kolmogorov–Smirnov on 20000 draws of a
+  fixed seed: the test fails if the transform or the uniforms are wrong; p-value threshold 1e-3).
+- The statistics match the critscale float64 reference on the same scores.
+"""
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+import critscale
+from critscale.kernels import sample_scores, sampled_row_stats
+from critscale.kernels.sampled import family_code, philox_numpy, sample_scores_numpy
+from critscale.kernels.testing import assert_close_rel, backend_params, check_softmax_fields, require
+
+FAMILIES = ["gauss", "ptail1", "ptail3", "logexp", "edge", "unif", "sphere3", "sphere5", "planted", "simplex",
+            "planted_shrink", "pareto2"]
+BETA = np.array([0.0, 0.5, 2.0, 8.0, 100.0])
+T = np.array([0.0, 0.05, 0.3, 1.0, 4.0, np.inf])
+
+
+def test_philox_known_answer():
+    """Philox-4x32-10 known-answer vectors of Salmon et al. (Random123 kat_vectors), counter and key zero / ones."""
+    # counter (0,0,0,0), key (0,0) -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8
+    out = philox_numpy(0, np.array([0], dtype=np.uint32), np.array([0], dtype=np.uint32))
+    assert [int(v[0]) for v in out] == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_generator_matches_numpy_mirror(backend):
+    require(backend)
+    for fam in FAMILIES:
+        got, which = sample_scores(fam, 97, 19, seed=12345, row0=5, backend=backend)
+        assert which == backend
+        got = got.cpu().numpy()
+        want = sample_scores_numpy(family_code(fam, 97), 12345, 19, 97, row0=5)
+        if backend == "triton-interpreter":
+            np.testing.assert_array_equal(got, want, err_msg=fam)
+        else:  # GPU libm vs numpy: a few fp32 ulps of the transcendental steps
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5, err_msg=fam)
+
+
+def test_rows_do_not_depend_on_the_call():
+    """Row r of a call with row0 = a is global row a + r: any way of cutting the rows gives the same scores."""
+    fc = family_code("gauss", 50)
+    whole = sample_scores_numpy(fc, 3, 10, 50)
+    part = sample_scores_numpy(fc, 3, 4, 50, row0=6)
+    np.testing.assert_array_equal(whole[6:], part)
+    longer = sample_scores_numpy(fc, 3, 10, 80)
+    np.testing.assert_array_equal(whole, longer[:, :50])  # score (row, j) does not depend on n
+    other = sample_scores_numpy(fc, 4, 10, 50)
+    assert not np.array_equal(whole, other)
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_generated_law_matches_family(fam):
+    """KS test of 20000 generated scores (planted/simplex: the bulk) against the family's law."""
+    family = critscale.families.get(fam)
+    s = sample_scores_numpy(family_code(fam, 2001), 99, 10, 2001).astype(np.float64)
+    if fam in ("planted", "simplex", "planted_shrink"):
+        assert (s[:, 0] == np.float32(family_code(fam, 2001).top)).all()
+        bulk = s[:, 1:].ravel()
+        if fam == "simplex":
+            rho, eta = family.params["rho"], family.params["eta"]
+            cdf = stats.uniform(rho - eta, 2 * eta).cdf
+        else:
+            w = family.params["w"]
+            cdf = stats.uniform(-w, w).cdf
+        p = stats.kstest(bulk, cdf).pvalue
+    else:
+        p = stats.kstest(s.ravel(), lambda x: 1.0 - family.sf(x)).pvalue
+    assert p > 1e-3, f"{fam}: KS p-value {p:.2e}"
+
+
+@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("fam", ["gauss", "logexp", "edge", "planted", "sphere5"])
+def test_stats_match_reference_on_same_scores(backend, fam):
+    require(backend)
+    rows, n = 13, 170
+    res = sampled_row_stats(fam, n, rows, BETA, T, seed=21, backend=backend, split=2).to_numpy()
+    assert res.backend == backend
+    if backend == "triton-interpreter":
+        scores = sample_scores_numpy(family_code(fam, n), 21, rows, n).astype(np.float64)
+        extra = 0.0
+    else:
+        gpu_scores, _ = sample_scores(fam, n, rows, seed=21, backend=backend)
+        scores = gpu_scores.double().cpu().numpy()
+        extra = 2 * BETA[None, :] * 1e-6 * (1 + np.abs(scores).max())  # in case two compilations round differently
+    ref = critscale.softmax_stats(scores, BETA)
+    check_softmax_fields(res, ref, np.full(rows, n), extra_logz=extra, extra_h=extra * 10)
+    if backend == "triton-interpreter":
+        np.testing.assert_array_equal(res.counts, critscale.gap_counts(scores, T))
+        exact = critscale.accumulation_scale(scores)
+        assert (res.kappa_lower <= exact * (1 + 1e-9)).all() and (res.kappa_upper >= exact * (1 - 1e-9)).all()
+
+
+def test_backends_agree_and_reference_path():
+    """The CPU reference path (numpy mirror + critscale) equals the interpreter on the same seed."""
+    require("triton-interpreter")
+    a = sampled_row_stats("gauss", 150, 6, BETA, T, seed=8, backend="reference").to_numpy()
+    assert a.backend == "reference"
+    b = sampled_row_stats("gauss", 150, 6, BETA, T, seed=8, backend="triton-interpreter").to_numpy()
+    assert_close_rel(b.log_z, a.log_z, 1e-5, 150 * 2.0 ** -126, "log Z")
+    np.testing.assert_array_equal(a.counts, b.counts)
+    c = sampled_row_stats("gauss", 150, 3, BETA, T, seed=8, row0=3, backend="reference").to_numpy()
+    np.testing.assert_array_equal(c.log_z, a.log_z[3:])
+    auto = sampled_row_stats("gauss", 1 << 15, 4, [1.0], [0.5], seed=1)
+    if not torch.cuda.is_available():
+        assert auto.backend == "reference"  # too big for the interpreter: the reference, and it says so
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="sphere9"):
+        sampled_row_stats("sphere9", 100, 2, [1.0], [0.5])
+    with pytest.raises(ValueError, match="unknown family"):
+        sampled_row_stats("nope", 100, 2, [1.0], [0.5])
+    with pytest.raises(ValueError, match="n must be"):
+        sampled_row_stats("gauss", 0, 2, [1.0], [0.5])
+    with pytest.raises(ValueError, match="seed"):
+        sampled_row_stats("gauss", 10, 2, [1.0], [0.5], seed=-1)
+
+
+def test_gpu_tile_shape_runs_in_interpreter():
+    """The GPU tile shapes in the interpreter give the same statistics as the small interpreter tiles."""
+    from critscale.kernels import sampled as mod
+
+    require("triton-interpreter")
+    base = sampled_row_stats("logexp", 150, 5, BETA, T, seed=2, backend="triton-interpreter").to_numpy()
+    for shape in (mod.GPU_BLOCK,) + mod.GPU_BLOCK_ALTERNATIVES:
+        res = sampled_row_stats("logexp", 150, 5, BETA, T, seed=2, backend="triton-interpreter", block=shape,
+                                split=2).to_numpy()
+        np.testing.assert_array_equal(res.counts, base.counts)
+        assert_close_rel(res.log_z, base.log_z, 1e-5, 150 * 2.0 ** -126, "log Z")

@@ -1,0 +1,238 @@
+"""Kind 1 (stored scores): the Triton kernels against the critscale float64 reference.
+
+Every case runs under the interpreter on CPU and, marked ``gpu``, on CUDA (skips are reported).
+Tolerances are derived in :mod:`critscale.kernels.testing`.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import critscale
+from critscale.kernels import kappa_bounds, row_stats
+from critscale.kernels.scores import torch_reference
+from critscale.kernels.testing import (assert_close_rel, backend_params, check_softmax_fields, device_of,
+                                       require)
+
+BETA = np.array([0.0, 0.3, 1.0, 2.5, 10.0, 80.0, 1e3, 1e6])
+
+
+def irregular_scores(rows: int, n: int, seed: int) -> torch.Tensor:
+    """fp32 scores with the awkward cases: masked prefixes, a tied maximum, n-wide ties, a one-entry row."""
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randn(rows, n, generator=g) * 2.0
+    s[1, : n // 2] = float("-inf")  # masked prefix
+    s[2, : n - 1] = float("-inf")  # one valid entry
+    s[3, 5 % n] = s[3].max()  # tied maximum
+    s[4] = 0.25  # every entry tied
+    s[5] = torch.round(s[5] * 4) / 4  # many ties at dyadic values
+    s[6] = s[6] * 1e4  # huge gaps: beta * Delta up to 1e10
+    return s
+
+
+def grid_t(scores: torch.Tensor) -> np.ndarray:
+    return np.array([0.0, 0.01, 0.1, 0.3, 1.0, 3.0, 10.0, np.inf])
+
+
+@pytest.mark.parametrize("backend", backend_params())
+@pytest.mark.parametrize("rows,n,split", [(9, 1, None), (19, 173, 3), (33, 300, None)])
+def test_softmax_fields_match_reference(backend, rows, n, split):
+    require(backend)
+    s = irregular_scores(rows, n, seed=rows * 1000 + n) if n > 8 else torch.randn(rows, n)
+    res = row_stats(s.to(device_of(backend)), BETA, grid_t(s), backend=backend, split=split).to_numpy()
+    assert res.backend == backend
+    ref = critscale.softmax_stats(s.double().numpy(), BETA)
+    valid = np.isfinite(s.numpy()).sum(axis=1)
+    check_softmax_fields(res, ref, valid)
+    np.testing.assert_array_equal(res.n_valid, valid)
+    np.testing.assert_array_equal(res.top, s.double().numpy().max(axis=1))
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_counts_exact_on_dyadic_scores(backend):
+    """Scores k/64 and thresholds at half-grid points: every gap and threshold is exact in fp32."""
+    require(backend)
+    g = torch.Generator().manual_seed(5)
+    s = torch.randint(-300, 300, (21, 257), generator=g).float() / 64.0  # (21, 257)
+    s[0, :100] = float("-inf")
+    t = (np.arange(0, 40) + 0.5) / 64.0
+    t = np.concatenate([[0.0], t, [np.inf]])
+    res = row_stats(s.to(device_of(backend)), [1.0], t, backend=backend).to_numpy()
+    want = critscale.gap_counts(s.double().numpy(), t)
+    np.testing.assert_array_equal(res.counts, want)
+    np.testing.assert_array_equal(res.m0, want[:, 0])
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_counts_random_scores_band(backend):
+    """Random scores: N_ref(t - eps) <= N(t) <= N_ref(t + eps) with eps the fp32 rounding of gaps and t."""
+    require(backend)
+    s = irregular_scores(17, 211, seed=11)
+    t = np.array([0.0, 0.05, 0.2, 0.7, 1.5, 4.0])
+    res = row_stats(s.to(device_of(backend)), [1.0], t, backend=backend).to_numpy()
+    s64 = s.double().numpy()
+    eps = 1e-6 * (1 + np.abs(np.max(s64, axis=1)))[:, None]  # (rows, 1)
+    lo = np.stack([critscale.gap_counts(s64[i:i + 1], np.maximum(t - eps[i], 0))[0] for i in range(len(s64))])
+    hi = np.stack([critscale.gap_counts(s64[i:i + 1], t + eps[i])[0] for i in range(len(s64))])
+    assert ((lo <= res.counts) & (res.counts <= hi)).all()
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_kappa_bracket_contains_exact_and_grid_factor(backend):
+    """kappa_lower <= kappa <= kappa_upper always; <= r kappa_lower on a covering geometric grid."""
+    require(backend)
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(24, 150, generator=g)
+    s[0, 3] = s[0].max()  # tie -> inf
+    s64 = s.double().numpy()
+    exact = critscale.accumulation_scale(s64)
+    srt = -np.sort(-s64, axis=1)
+    d2 = srt[:, 0] - srt[:, 1]
+    rng = srt[:, 0] - srt[:, -1]
+    r = 1.25
+    t1 = d2[d2 > 0].min() * 0.999
+    J = int(np.ceil(np.log(rng.max() / t1) / np.log(r))) + 1
+    t = t1 * r ** np.arange(J + 1)
+    res = row_stats(s.to(device_of(backend)), [1.0], t, backend=backend).to_numpy()
+    assert np.isinf(res.kappa_lower[0]) and np.isinf(res.kappa_upper[0]) and np.isinf(exact[0])
+    fin = np.isfinite(exact)
+    assert (res.kappa_lower[fin] <= exact[fin] * (1 + 1e-9)).all()
+    assert (res.kappa_upper[fin] >= exact[fin] * (1 - 1e-9)).all()
+    assert (res.kappa_upper[fin] <= r * res.kappa_lower[fin] * (1 + 1e-9)).all()
+    assert_close_rel(res.delta2[fin], d2[fin], 0, 0, "second gap")
+    assert_close_rel(res.range, rng, 0, 0, "range")
+
+
+def test_kappa_bounds_brute_force():
+    """The bracket formula against a brute-force sup of log N(t)/t over a fine t grid (float64 only)."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        n = int(rng.integers(2, 60))
+        s = rng.standard_normal(n)
+        d = np.sort(s.max() - s)
+        exact = critscale.accumulation_scale(s[None, :])[0]
+        t = np.sort(rng.uniform(0, d[-1] * 1.5, size=int(rng.integers(1, 12))))
+        counts = torch.as_tensor(critscale.gap_counts(s[None, :], t))
+        lo, hi = kappa_bounds(counts, t, torch.tensor([float(n)]), torch.tensor([d[1]]), torch.tensor([d[-1]]),
+                              torch.tensor([1.0]))
+        assert lo.item() <= exact * (1 + 1e-12) <= hi.item() * (1 + 1e-12) + 1e-300
+        # no value of log N(t)/t on any t exceeds the upper bound
+        tt = np.linspace(d[1], d[-1] * 2, 4000)
+        vals = np.log(np.searchsorted(d, tt, side="right")) / tt
+        assert vals.max() <= hi.item() * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_half_precision_inputs(backend):
+    """bf16/fp16 scores are read as stored: same tolerance against the reference on the rounded values."""
+    require(backend)
+    s = irregular_scores(12, 130, seed=2)
+    for dt in (torch.bfloat16, torch.float16):
+        x = s.clamp(-6e4, 6e4).to(dt)
+        res = row_stats(x.to(device_of(backend)), BETA, [0.0, 1.0], backend=backend).to_numpy()
+        ref = critscale.softmax_stats(x.double().numpy(), BETA)
+        check_softmax_fields(res, ref, np.isfinite(x.double().numpy()).sum(axis=1))
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_split_invariance_and_batch_shape(backend):
+    """Any number of column chunks gives the same counts and (to fp32 rounding) the same sums."""
+    require(backend)
+    s = irregular_scores(10, 700, seed=9).reshape(2, 5, 700)
+    a = row_stats(s.to(device_of(backend)), [0.5, 2.0], [0.0, 0.5, 2.0], backend=backend, split=1)
+    b = row_stats(s.to(device_of(backend)), [0.5, 2.0], [0.0, 0.5, 2.0], backend=backend, split=3)
+    assert a.log_z.shape == (2, 5, 2) and a.counts.shape == (2, 5, 3) and a.kappa_lower.shape == (2, 5)
+    assert a.notes["split"] == 1 and b.notes["split"] == 3
+    torch.testing.assert_close(a.counts, b.counts, rtol=0, atol=0)
+    torch.testing.assert_close(a.log_z, b.log_z, rtol=1e-6, atol=1e-30)
+
+
+def test_tutorial_reference_agrees_with_critscale():
+    """The in-file torch reference (tutorial style) equals the critscale reference."""
+    s = irregular_scores(9, 40, seed=1)
+    ref = torch_reference(s, BETA, [0.0, 0.5, np.inf])
+    crit = critscale.softmax_stats(s.double().numpy(), BETA)
+    assert_close_rel(ref.log_z.numpy(), crit.log_z, 1e-12, 1e-300, "log Z")
+    assert_close_rel(ref.entropy.numpy(), crit.entropy, 1e-12, 1e-300, "entropy")
+
+
+def test_dispatch_and_errors():
+    """Auto dispatch names what ran; bad input raises ValueError naming the problem."""
+    s = torch.randn(4, 50)
+    auto = row_stats(s, [1.0], [0.5])
+    if torch.cuda.is_available() and auto.backend == "triton-cuda":
+        pass
+    else:
+        assert auto.backend in ("triton-interpreter", "reference")
+    ref = row_stats(s.numpy(), [1.0], [0.5], backend="reference")
+    assert ref.backend == "reference" and isinstance(ref.log_z, np.ndarray)
+    assert_close_rel(np.asarray(auto.log_z.cpu()), ref.log_z, 1e-5, 1e-30, "auto vs reference")
+    big = row_stats(torch.randn(2, 40000), [1.0], [0.5])
+    if not torch.cuda.is_available():
+        assert big.backend == "reference"
+    bad = s.clone()
+    bad[1, 3] = float("nan")
+    for backend in ("reference", "auto"):
+        with pytest.raises(ValueError, match="NaN"):
+            row_stats(bad, [1.0], [0.5], backend=backend)
+    bad[1, 3] = float("inf")
+    with pytest.raises(ValueError, match=r"\+inf"):
+        row_stats(bad, [1.0], [0.5])
+    empty = s.clone()
+    empty[2] = float("-inf")
+    with pytest.raises(ValueError, match="empty"):
+        row_stats(empty, [1.0], [0.5])
+    with pytest.raises(ValueError, match=">= 0"):
+        row_stats(s, [-1.0], [0.5])
+    with pytest.raises(ValueError, match="sorted"):
+        row_stats(s, [1.0], [0.5, 0.1])
+    with pytest.raises(ValueError, match="length 0"):
+        row_stats(torch.zeros(3, 0), [1.0], [0.5])
+    with pytest.raises(ValueError, match="backend"):
+        row_stats(s, [1.0], [0.5], backend="magic")
+
+
+def test_large_beta_gap_no_overflow_reference_consistency():
+    """beta * Delta = 1e6 .. 1e10 underflows cleanly: log Z = log m0, H = log m0, p_max = 1/m0."""
+    s = torch.tensor([[0.0, -1.0, -2.0, 0.0], [5.0, 4.0, -1e4, 3.0]])
+    backend = "triton-interpreter" if not torch.cuda.is_available() else "auto"
+    res = row_stats(s, [1e6, 1e10], [0.0], backend=backend).to_numpy()
+    np.testing.assert_allclose(res.log_z, [[math.log(2)] * 2, [0.0, 0.0]], rtol=1e-7, atol=0)
+    np.testing.assert_allclose(res.entropy, [[math.log(2)] * 2, [0.0, 0.0]], rtol=1e-7, atol=0)
+    assert np.isfinite(res.entropy).all()
+
+
+@pytest.mark.parametrize("rows_first", [True, False])
+@pytest.mark.parametrize("block", ["gpu", "alt"])
+def test_gpu_tile_shapes_run_in_interpreter(block, rows_first, monkeypatch):
+    """The GPU tile shapes run here too, with both load orientations (triton 3.6 and 3.7 use one each)."""
+    from critscale.kernels import scores as mod
+
+    require("triton-interpreter")
+    monkeypatch.setattr(mod, "ROWS_FIRST_LOAD", rows_first)
+    shape = mod.GPU_BLOCK if block == "gpu" else mod.GPU_BLOCK_ALTERNATIVES[0]
+    s = irregular_scores(11, 150, seed=4)
+    res = row_stats(s, BETA, grid_t(s), backend="triton-interpreter", block=shape, split=2).to_numpy()
+    assert res.notes["block"] == tuple(shape)
+    check_softmax_fields(res, critscale.softmax_stats(s.double().numpy(), BETA), np.isfinite(s.numpy()).sum(axis=1))
+
+
+def test_ceiling_microkernels_compute_what_they_claim():
+    """The benchmark's exp2/FMA micro-kernels: the chains give the values a numpy loop gives."""
+    from critscale.kernels.ceilings import exp2_chains, fma_chains
+
+    require("triton-interpreter")
+    x = torch.rand(64)
+    o = torch.empty_like(x)
+    exp2_chains[(1,)](x, o, ITERS=3, BLOCK=64)
+    a = [x.double().numpy() + k for k in range(4)]
+    for _ in range(3):
+        a = [2.0 ** -v for v in a]
+    np.testing.assert_allclose(o.numpy(), sum(a), rtol=1e-5)
+    fma_chains[(1,)](x, o, ITERS=3, BLOCK=64)
+    a = [x.double().numpy() + k for k in range(4)]
+    for _ in range(3):
+        a = [0.999 * v + 0.001 for v in a]
+    np.testing.assert_allclose(o.numpy(), sum(a), rtol=1e-5)
