@@ -106,7 +106,7 @@ pytest: $(VENV_OK)
 
 # ---------------------------------------------------------------- GPU
 bench:
-	$(BIN)/python scripts/gpu_results.py --bench-only --out build/bench
+	$(BIN)/python scripts/gpu_results.py --bench-only --out results/gpu
 
 gpu-results:
 	bash scripts/gpu_run.sh results/gpu
