@@ -31,6 +31,7 @@ SITE_DIR  := build/site/$(PROFILE)
 HTML_DIR  := $(SITE_DIR)/_build/html
 NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(NB_NAMES))
 LIB_SRC   := $(shell find src kernels -name '*.py' 2>/dev/null)
+GPU_DATA  := $(wildcard results/gpu/*)
 VENV_OK   := $(VENV)/.installed
 MATHJAX   := build/vendor/mathjax/tex-chtml.js
 BOOK_SRC  := $(shell find book -type f 2>/dev/null)
@@ -54,7 +55,7 @@ lock: $(VENV_OK)
 # ---------------------------------------------------------------- notebooks
 # jupytext turns the MyST source into ipynb on stdout; papermill injects the profile's
 # parameters and executes it. A failing notebook leaves no output behind (.DELETE_ON_ERROR).
-$(EXEC_DIR)/%.ipynb: notebooks/%.md params/$(PROFILE)/%.yaml $(LIB_SRC) $(VENV_OK)
+$(EXEC_DIR)/%.ipynb: notebooks/%.md params/$(PROFILE)/%.yaml $(LIB_SRC) $(GPU_DATA) $(VENV_OK)
 	@mkdir -p $(@D) $(RES_DIR)
 	@rm -f $(RES_DIR)/$*.json
 	@echo "executing $* ($(PROFILE))"

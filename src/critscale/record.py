@@ -98,10 +98,10 @@ def glue(key: str, obj: Any, display: bool = False) -> None:
     )
 
 
-def record(key: str, value: Any, display: bool = False) -> Any:
+def record(key: str, value: Any, display: bool = False) -> None:
     """Glue ``value`` into the page under ``key`` and write it to the results file.
 
-    Returns the plain (JSON-ready) value, so a cell can use what it recorded.
+    Returns nothing, so a cell that ends with ``record(...)`` prints nothing.
     A pandas DataFrame is glued as its HTML table (no row index) and stored as records.
     """
     value_plain = plain(value)
@@ -116,7 +116,6 @@ def record(key: str, value: Any, display: bool = False) -> Any:
     else:
         glue(key, value_plain, display=display)
     _store(key, value_plain)
-    return value_plain
 
 
 def record_figure(key: str, fig, close: bool = True) -> None:

@@ -1,0 +1,7 @@
+"""``python -m critscale ...``: see :mod:`critscale.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,63 @@
+"""The corpus is deterministic; training is seeded, learns, and is cached by config + corpus + seed."""
+
+import json
+
+import numpy as np
+import pytest
+
+from critscale.gpt2.corpus import build_corpus, byte_tokens
+from critscale.gpt2.train import TrainConfig, cache_key, train_model, train_or_load
+
+TINY = dict(n_layer=1, n_head=2, n_embd=32, n_positions=32, batch_size=4, steps=8, lr=1e-2,
+            warmup_steps=2, log_every=2, eval_batches=2)
+
+
+def test_corpus_is_deterministic_and_split():
+    a, b = build_corpus("topics"), build_corpus("topics")
+    assert a.sha256 == b.sha256 and a.train == b.train
+    assert len(a.train) > 300_000 and len(a.heldout) > 5_000
+    assert a.heldout not in a.train
+    tokens = byte_tokens(a.train[:1000])
+    assert tokens.dtype == np.int64 and tokens.max() < 256
+    with pytest.raises(ValueError, match="unknown corpus source"):
+        build_corpus("wikipedia")
+
+
+def test_code_corpus_is_larger_and_holds_code():
+    code = build_corpus("topics+code")
+    topics = build_corpus("topics")
+    assert len(code.train) > 10 * len(topics.train)
+    assert b"\ndef " in code.train and b"\ndef " in code.heldout
+    assert code.sha256 != topics.sha256
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="exactly one"):
+        TrainConfig(steps=10, minutes=1.0)
+    with pytest.raises(ValueError, match="divisible"):
+        TrainConfig(n_embd=30, n_head=4)
+
+
+def test_training_is_seeded_and_learns():
+    corpus = build_corpus("topics")
+    config = TrainConfig(**TINY)
+    _, log_a = train_model(config, corpus, progress=False)
+    _, log_b = train_model(config, corpus, progress=False)
+    assert [p["loss"] for p in log_a["loss_curve"]] == [p["loss"] for p in log_b["loss_curve"]]
+    first, last = log_a["loss_curve"][0]["loss"], log_a["loss_curve"][-1]["loss"]
+    assert first > 5.0  # ~log 256 = 5.55 at initialisation
+    assert last < first - 1.0  # byte frequencies alone are learnt within a few steps
+    assert log_a["steps"] == 8
+
+
+def test_cache_skips_training(tmp_path):
+    corpus = build_corpus("topics")
+    config = TrainConfig(**{**TINY, "steps": 3})
+    directory, log = train_or_load(config, corpus, cache_root=tmp_path, progress=False)
+    assert not log["cached"] and (directory / "config.json").is_file()
+    assert directory.name == cache_key(config, corpus)
+    again, log2 = train_or_load(config, corpus, cache_root=tmp_path, progress=False)
+    assert again == directory and log2["cached"]
+    assert json.loads((directory / "train_log.json").read_text())["steps"] == 3
+    other = TrainConfig(**{**TINY, "steps": 3, "seed": 1})
+    assert cache_key(other, corpus) != cache_key(config, corpus)
