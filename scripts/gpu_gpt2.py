@@ -52,6 +52,8 @@ def _args(argv=None):
 
 
 def _git_commit(root: Path) -> str:
+    if os.environ.get("CRITSCALE_COMMIT"):  # a copy of the tree without .git (a GPU machine)
+        return os.environ["CRITSCALE_COMMIT"]
     try:
         sha = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, check=True).stdout.strip()

@@ -18,5 +18,5 @@ export PYTHONPATH=$SITE
 status=0
 nvidia-smi -L || { echo "no CUDA device"; exit 2; }
 python3 scripts/gpu_results.py --out "$OUT_DIR" ${GPU_RESULTS_ARGS:-} || status=1
-python3 scripts/gpu_gpt2.py --out "$OUT_DIR" ${GPU_GPT2_ARGS:-} || status=1
+python3 scripts/gpu_gpt2.py --out "$OUT_DIR" ${GPU_GPT2_ARGS:---minutes 4} || status=1
 exit $status
