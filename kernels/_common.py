@@ -66,7 +66,7 @@ def pow2(x: int, lo: int = 1) -> int:
 
 
 # ----------------------------------------------------------------------------------------------
-# Triton tile updates (shared by the three kinds; each kind only makes the score tile)
+# Transposed tile updates (kind 2, :mod:`.qk`; kinds 1 and 3 use the coalesced "lane" updates below)
 #
 # Tiles are *transposed*: shape (BN, BM), axis 0 = columns of the rows, axis 1 = the BM rows.  Triton's
 # default layout puts the 32 lanes of a warp (and the warps) along the last axis, so each thread holds
@@ -75,7 +75,9 @@ def pow2(x: int, lo: int = 1) -> int:
 # lanes and every one of the 3 n_beta + n_t reductions per tile costs log2(32) shuffles, which would bound
 # the kernels by the shuffle unit, not by exp2.)  The betas and thresholds are unrolled in chunks of
 # NBC and NTC (``tl.static_range``), so each accumulator update touches one register per thread; the
-# grid's last axis runs over the chunks.
+# grid's last axis runs over the chunks.  For kind 2 the tile comes out of registers (tl.dot), so its layout
+# costs nothing; for a tile loaded from memory (kind 1) it means that adjacent lanes read addresses a row
+# apart (uncoalesced loads, measured at 5% of the copy bandwidth on an H200), hence the lane layout below.
 # ----------------------------------------------------------------------------------------------
 
 
@@ -157,6 +159,122 @@ def store_pass2(idx, rmask, chunk_id, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a,
     tl.store(o_b + base_b, acc_b, mask=rmask[None, :])
     tl.store(o_c + base_b, acc_c, mask=rmask[None, :])
     tl.store(o_n + base_t, acc_n, mask=rmask[None, :])
+
+
+# ----------------------------------------------------------------------------------------------
+# Coalesced ("lane") tile updates, used by kinds 1 and 3
+#
+# A tile is (BM, V, L): BM rows, and BN = L * V consecutive columns of each row, column ``l V + v`` at
+# position (v, l).  The pointers are contiguous along the V axis, so the compiler gives each thread
+# V = 4 adjacent fp32 (one 16-byte load) and puts the lanes, then the warps, along L: a warp reads
+# 32 x 16 = 512 contiguous bytes of one row (coalesced), and with L = 32 num_warps every thread holds
+# exactly one 4-vector of each of the BM rows.  Every reduction *inside* the column loop runs over V
+# only, i.e. inside a thread: the running sums are per-lane partials (BM, NBC, L) and (BM, NTC, L),
+# one register per thread per row and per beta/threshold, and the reduction across lanes and warps
+# (shuffles, shared memory) happens once per program, after the loop (``lanes_reduce1``, ``store_lanes2``).
+# The betas of a chunk are an axis of the tile (BM, NBC, V, L), so one loaded tile serves all NBC exp2's.
+# V sits before L on purpose: Triton's default layout of the broadcast (BM, NBC, V, L) puts the lanes on
+# the last axis and everything else in registers, which is the load's own layout, so no data moves
+# between threads inside the loop (ptxas for sm_90a, triton 3.6.0 and 3.7.1: the pass-2 loop of kind 1 has
+# one ld.global.v4 and 4 NBC ex2 per tile, no shfl, no bar.sync, no shared memory, no local memory; see
+# kernels/scores.py for the register counts).
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _merge_order_stats(a1, a2, alow, acount, abad, b1, b2, blow, bcount, bbad):
+    """Elementwise merge of two (top1, top2 with multiplicity, min, count, bad) summaries."""
+    return (tl.maximum(a1, b1), tl.maximum(tl.minimum(a1, b1), tl.maximum(a2, b2)), tl.minimum(alow, blow),
+            acount + bcount, abad + bbad)
+
+
+@triton.jit
+def _top2_over(top1, top2, axis: tl.constexpr):
+    """Top two (with multiplicity) of the multiset of all ``top1`` and ``top2`` values along ``axis``."""
+    m1 = tl.max(top1, axis=axis)
+    at_max = top1 == tl.expand_dims(m1, axis)
+    n_at = tl.sum(at_max.to(tl.int32), axis=axis)
+    m2 = tl.maximum(tl.max(tl.where(at_max, float("-inf"), top1), axis=axis), tl.max(top2, axis=axis))
+    return m1, tl.where(n_at >= 2, m1, m2)
+
+
+@triton.jit
+def lane_pass1(s, inside, top1, top2, low, count, bad):
+    """Fold one ``(BM, V, L)`` fp32 tile into per-lane partials ``(BM, L)`` of (top1, top2, low, count, bad).
+
+    ``top2`` is the second order statistic with multiplicity (equal to ``top1`` on a tie); the fold over
+    V (axis 1) stays inside each thread.
+    """
+    isbad = inside & ((s != s) | (s == float("inf")))
+    valid = inside & (s > float("-inf")) & (s == s) & (s < float("inf"))
+    x = tl.where(valid, s, float("-inf"))
+    t1, t2 = _top2_over(x, tl.full(x.shape, float("-inf"), tl.float32), 1)
+    return _merge_order_stats(top1, top2, low, count, bad, t1, t2,
+                              tl.min(tl.where(valid, s, float("inf")), axis=1),
+                              tl.sum(valid.to(tl.int32), axis=1), tl.sum(isbad.to(tl.int32), axis=1))
+
+
+@triton.jit
+def lanes_reduce1(top1, top2, low, count, bad):
+    """Per-row results ``(BM,)`` from the per-lane partials ``(BM, L)`` (once per program)."""
+    m1, m2 = _top2_over(top1, top2, 1)
+    return m1, m2, tl.min(low, axis=1), tl.sum(count, axis=1), tl.sum(bad, axis=1)
+
+
+@triton.jit
+def lane_pass2(s, inside, top, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n):
+    """Fold one ``(BM, V, L)`` tile into per-lane sums of NBC betas and counts of NTC thresholds.
+
+    ``top`` (BM,) row maxima of pass 1; ``beta2`` (NBC,) values ``beta log2(e)``, so that
+    ``e^{-beta Delta} = 2^{-beta2 Delta}``; ``tcut`` (NTC,) thresholds.  Partials: ``m0`` (BM, L) int32,
+    ``acc_a, acc_b, acc_c`` (BM, NBC, L) fp32, ``acc_n`` (BM, NTC, L) int32.
+    """
+    valid = inside & (s > float("-inf"))
+    # (BM, V, L), 0 where masked; clamped at 0 so that a score regenerated one ulp above the pass-1 maximum
+    # (two compilations of the same generator, kind 3) still counts as a maximum, never as m0 = 0.
+    delta = tl.where(valid, tl.maximum(top[:, None, None] - s, 0.0), 0.0)
+    positive = valid & (delta > 0.0)
+    m0 += tl.sum((valid & (delta == 0.0)).to(tl.int32), axis=1)
+    d4 = delta[:, None, :, :]  # (BM, 1, V, L)
+    w = tl.where(positive[:, None, :, :], tl.exp2(-beta2[None, :, None, None] * d4), 0.0)  # (BM, NBC, V, L)
+    acc_a += tl.sum(w, axis=2)
+    acc_b += tl.sum(w * d4, axis=2)
+    acc_c += tl.sum(w * w, axis=2)
+    # NaN at masked entries: one compare per threshold (NaN <= t is false, also for t = +inf)
+    dcount = tl.where(valid, delta, float("nan"))[:, None, :, :]  # (BM, 1, V, L)
+    below = dcount <= tcut[None, :, None, None]  # (BM, NTC, V, L)
+    acc_n += tl.sum(below.to(tl.int32), axis=2)
+    return m0, acc_a, acc_b, acc_c, acc_n
+
+
+@triton.jit
+def store_lanes2(idx, rmask, chunk_id, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n, NCH,
+                 NBC: tl.constexpr, NTC: tl.constexpr):
+    """Reduce the per-lane partials over the lanes (once) and store per-(row, column chunk) results.
+
+    ``idx`` (BM,) = row * SPLIT + column chunk; betas/thresholds of chunk ``chunk_id`` of ``NCH``.
+    """
+    tl.store(o_m0 + idx * NCH + chunk_id, tl.sum(m0, axis=1), mask=rmask)
+    bidx = tl.arange(0, NBC)[None, :]
+    tidx = tl.arange(0, NTC)[None, :]
+    base_b = idx[:, None] * (NCH * NBC) + chunk_id * NBC + bidx  # (BM, NBC)
+    base_t = idx[:, None] * (NCH * NTC) + chunk_id * NTC + tidx  # (BM, NTC)
+    tl.store(o_a + base_b, tl.sum(acc_a, axis=2), mask=rmask[:, None])
+    tl.store(o_b + base_b, tl.sum(acc_b, axis=2), mask=rmask[:, None])
+    tl.store(o_c + base_b, tl.sum(acc_c, axis=2), mask=rmask[:, None])
+    tl.store(o_n + base_t, tl.sum(acc_n, axis=2), mask=rmask[:, None])
+
+
+def lane_block(block: tuple[int, int, int, int, int], n_beta: int, n_t: int) -> tuple[int, int, int, int, int]:
+    """The block ``(BM, BN, NBC, NTC, warps)`` actually launched: NBC and NTC shrunk to the grids' sizes
+    (powers of two), so that one beta and one threshold cost one exp2 and one compare per score."""
+    BM, BN, NBC, NTC, warps = block
+    if BN % LANE_VEC or BN < LANE_VEC or BN & (BN - 1):
+        raise ValueError(f"block: BN must be a power of two and a multiple of {LANE_VEC}, got {BN}")
+    return BM, BN, min(NBC, pow2(n_beta)), min(NTC, pow2(n_t)), warps
+
+
+LANE_VEC = 4  # fp32 per thread per row of a tile: one 16-byte load
 
 
 # ----------------------------------------------------------------------------------------------

@@ -22,7 +22,16 @@ Families (code, parameters; the laws of :mod:`critscale.families`, planted entry
 gauss (Box–Muller, words 0 and 1), ``ptail<p>`` (``E^{1/p}``, ``E = -log u``), logexp (``log E``),
 ``edge`` (``-(c/E)^{1/q}``), unif, ``sphere3`` (``2u - 1``: the first coordinate of a uniform point of
 ``S^2`` is uniform), ``sphere5`` (``2 med(u_0, u_1, u_2) - 1``: Beta(2, 2) is the median of three
-uniforms), planted, simplex, planted_shrink (margin ``c / log n``), ``pareto<a>`` (``u^{-1/a}``).
+uniforms; these three are generated reflected, see below), planted, simplex, planted_shrink (margin
+``c / log n``), ``pareto<a>`` (``u^{-1/a}``).
+
+Reflected families (float32 resolution at the endpoint).  unif, sphere3 and sphere5 have their top at the
+endpoint 1, where fp32 spacing is ``6e-8`` while the relevant gaps are ``1/kappa_bar(n)`` (``1/n`` for unif
+and sphere3: ``1.5e-8`` at ``n = 2^26``).  So the kernels generate ``score - 1``, a small negative number with
+full relative precision near the top: unif ``-U'``, sphere3 ``-2 U'`` (``1 - U`` and ``U`` have the same
+law), sphere5 ``-2 med(u_0, u_1, u_2)``; ``U' = (x_0 + (x_1 + 1/2) 2^-32) 2^-32`` is the 64-bit uniform
+made from two words, whose fp32 rounding is relative ``2^-24`` even at ``2^-60``.  Every statistic but
+``top`` depends on the gaps only; ``top`` gets the shift back in float64 (``FamilyCode.shift``).
 ``sphere<d>`` for ``d > 5`` is not generated in-kernel (it would need the ``(d-1)/2``-th order statistic
 of ``d - 2`` uniforms); those families raise ``ValueError``.
 
@@ -41,15 +50,18 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import (RowStats, as_grid, check_pass1, choose_split, combine_pass1, finish, grid_chunks,
-                      pick_backend, store_pass1, store_pass2, sum_pass2, tile_pass1, tile_pass2)
+from ._common import (LANE_VEC, RowStats, as_grid, check_pass1, choose_split, combine_pass1, finish, grid_chunks,
+                      lane_block, lane_pass1, lane_pass2, lanes_reduce1, pick_backend, store_lanes2, store_pass1,
+                      sum_pass2)
 from .scores import critscale_reference
 
-__all__ = ["FamilyCode", "family_code", "sample_scores", "sample_scores_numpy", "sampled_row_stats"]
+__all__ = ["FP32_GAP_LIMIT", "FamilyCode", "family_code", "fp32_gap_ratio", "sample_scores", "sample_scores_numpy",
+           "sampled_row_stats"]
 
 GAUSS, PTAIL, LOGEXP, EDGE, UNIF, SPHERE3, SPHERE5, PLANTED, SIMPLEX, PARETO = range(2, 12)
 ONE_MINUS = np.float32(1.0 - 2.0 ** -24)
 TWO_M32 = np.float32(2.0 ** -32)
+TWO_M64 = np.float32(2.0 ** -64)
 TWO_PI = np.float32(6.283185307179586)
 
 
@@ -62,6 +74,7 @@ class FamilyCode:
     p0: float = 0.0
     p1: float = 0.0
     top: float = 0.0
+    shift: float = 0.0  # the kernels generate ``score - shift`` (reflected families, see the module docstring)
 
 
 def family_code(family: Any, n: int) -> FamilyCode:
@@ -80,12 +93,12 @@ def family_code(family: Any, n: int) -> FamilyCode:
     if name.startswith("edge"):
         return FamilyCode(name, EDGE, p0=par["c"], p1=1.0 / par["q"])
     if name == "unif":
-        return FamilyCode(name, UNIF)
+        return FamilyCode(name, UNIF, shift=1.0)
     if base == "sphere":
         if par["d"] == 3:
-            return FamilyCode(name, SPHERE3)
+            return FamilyCode(name, SPHERE3, shift=1.0)
         if par["d"] == 5:
-            return FamilyCode(name, SPHERE5)
+            return FamilyCode(name, SPHERE5, shift=1.0)
         raise ValueError(f"{name}: only sphere3 and sphere5 are generated in-kernel")
     if name.startswith("planted_shrink"):
         return FamilyCode(name, PLANTED, p1=par["w"], top=par["c"] / math.log(n))
@@ -132,8 +145,17 @@ def _uniform_numpy(x: np.ndarray) -> np.ndarray:
     return np.minimum(u, ONE_MINUS)
 
 
+def _uniform_fine_numpy(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """``(hi + (lo + 1/2) 2^-32) 2^-32`` in fp32: the 64-bit uniform, full relative precision near 0."""
+    u = hi.astype(np.float32) * TWO_M32 + (lo.astype(np.float32) + np.float32(0.5)) * TWO_M64
+    return np.minimum(u, ONE_MINUS)
+
+
 def sample_scores_numpy(fc: FamilyCode, seed: int, rows: int, n: int, row0: int = 0) -> np.ndarray:
-    """The scores the kernels generate, ``(rows, n)`` float32, computed with numpy (same operations)."""
+    """The scores the kernels generate, ``(rows, n)`` float32, computed with numpy (same operations).
+
+    These are the family's scores minus ``fc.shift`` (reflected families: unif, sphere3, sphere5).
+    """
     cols = np.arange(n, dtype=np.uint32)[None, :]
     rws = (np.arange(rows, dtype=np.uint64) + np.uint64(row0)).astype(np.uint32)[:, None]
     c0 = np.broadcast_to(cols, (rows, n))
@@ -152,14 +174,14 @@ def sample_scores_numpy(fc: FamilyCode, seed: int, rows: int, n: int, row0: int 
             s = np.log(-np.log(u0))
         elif fc.code == EDGE:
             s = -np.exp2(np.log2(p0 / -np.log(u0)) * p1)
-        elif fc.code == UNIF:
-            s = u0
-        elif fc.code == SPHERE3:
-            s = f32(2.0) * u0 - f32(1.0)
-        elif fc.code == SPHERE5:
+        elif fc.code == UNIF:  # U(0,1) - 1 = -U'
+            s = -_uniform_fine_numpy(x0, x1)
+        elif fc.code == SPHERE3:  # (2U - 1) - 1 = -2U'
+            s = f32(-2.0) * _uniform_fine_numpy(x0, x1)
+        elif fc.code == SPHERE5:  # (2 med - 1) - 1 = -2 med'
             u1, u2 = _uniform_numpy(x1), _uniform_numpy(x2)
             med = np.maximum(np.minimum(u0, u1), np.minimum(np.maximum(u0, u1), u2))
-            s = f32(2.0) * med - f32(1.0)
+            s = f32(-2.0) * med
         elif fc.code == PLANTED:
             s = -p1 * u0
         elif fc.code == SIMPLEX:
@@ -186,10 +208,14 @@ def _uniform(x):
 
 
 @triton.jit
-def _family_tile(seed, rows, cols, fam, p0, p1, top):
-    """Transposed scores ``(BN, BM)`` of family code ``fam`` at integer ``cols`` (BN,) and ``rows`` (BM,)."""
-    c0 = cols[:, None] + 0 * rows[None, :]
-    c1 = rows[None, :] + 0 * cols[:, None]
+def _uniform_fine(hi, lo):
+    u = hi.to(tl.float32) * 2.3283064365386963e-10 + (lo.to(tl.float32) + 0.5) * 5.421010862427522e-20
+    return tl.minimum(u, 0.99999994039535522)
+
+
+@triton.jit
+def _family_tile(seed, c0, c1, fam, p0, p1, top):
+    """Scores (minus the family's shift) of family code ``fam`` at columns ``c0`` and rows ``c1`` (int32, one shape)."""
     zero = tl.zeros_like(c0)
     x0, x1, x2, x3 = tl.philox(seed, c0, c1, zero, zero)
     u0 = _uniform(x0)
@@ -202,15 +228,15 @@ def _family_tile(seed, rows, cols, fam, p0, p1, top):
         s = tl.log(-tl.log(u0))
     elif fam == 5:  # edge
         s = -tl.exp2(tl.log2(p0 / -tl.log(u0)) * p1)
-    elif fam == 6:  # unif
-        s = u0
-    elif fam == 7:  # sphere3
-        s = 2.0 * u0 - 1.0
-    elif fam == 8:  # sphere5
+    elif fam == 6:  # unif, reflected: U - 1 = -U'
+        s = -_uniform_fine(x0, x1)
+    elif fam == 7:  # sphere3, reflected: (2U - 1) - 1 = -2U'
+        s = -2.0 * _uniform_fine(x0, x1)
+    elif fam == 8:  # sphere5, reflected: (2 med - 1) - 1 = -2 med'
         u1 = _uniform(x1)
         u2 = _uniform(x2)
         med = tl.maximum(tl.minimum(u0, u1), tl.minimum(tl.maximum(u0, u1), u2))
-        s = 2.0 * med - 1.0
+        s = -2.0 * med
     elif fam == 9:  # planted
         s = -p1 * u0
     elif fam == 10:  # simplex
@@ -218,7 +244,7 @@ def _family_tile(seed, rows, cols, fam, p0, p1, top):
     else:  # pareto
         s = tl.exp2(-tl.log2(u0) * p0)
     if fam == 9 or fam == 10:
-        s = tl.where(cols[:, None] == 0, top, s)
+        s = tl.where(c0 == 0, top, s)
     return s
 
 
@@ -227,58 +253,68 @@ def _sample_kernel(out_ptr, seed, fam, p0, p1, top, R, n, row0, BM: tl.constexpr
     """Write the generated scores of a ``(R, n)`` block (testing and the CPU equality check)."""
     rows = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    s = _family_tile(seed, rows + row0, cols, fam, p0, p1, top)  # (BN, BM)
-    m = (cols < n)[:, None] & (rows < R)[None, :]
-    tl.store(out_ptr + rows.to(tl.int64)[None, :] * n + cols[:, None], s, mask=m)
+    c0 = cols[None, :] + 0 * rows[:, None]  # (BM, BN)
+    c1 = (rows + row0)[:, None] + 0 * cols[None, :]
+    s = _family_tile(seed, c0, c1, fam, p0, p1, top)  # (BM, BN)
+    m = (rows < R)[:, None] & (cols < n)[None, :]
+    tl.store(out_ptr + rows.to(tl.int64)[:, None] * n + cols[None, :], s, mask=m)
 
 
-@triton.jit(do_not_specialize=["seed", "fam", "row0", "R", "n", "chunk", "SPLIT"])
-def _sampled_pass1(seed, fam, p0, p1, top, R, n, row0, chunk, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
-                   BM: tl.constexpr, BN: tl.constexpr):
+@triton.jit
+def _generated_tile(seed, rows, rmask, row0, c, hi, fam, p0, p1, top, L: tl.constexpr, V: tl.constexpr):
+    """The ``(BM, V, L)`` tile of columns ``c + l V + v`` (the layout of kind 1, see _common) and its mask."""
+    cols = c + tl.arange(0, V)[:, None] + tl.arange(0, L)[None, :] * V  # (V, L)
+    inside = rmask[:, None, None] & (cols < hi)[None, :, :]  # (BM, V, L)
+    c0 = cols[None, :, :] + 0 * rows[:, None, None]
+    c1 = (rows + row0)[:, None, None] + 0 * cols[None, :, :]
+    return _family_tile(seed, c0, c1, fam, p0, p1, top), inside
+
+
+@triton.jit(do_not_specialize=["seed", "fam", "row0", "R", "n", "tiles", "SPLIT"])
+def _sampled_pass1(seed, fam, p0, p1, top, R, n, row0, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
+                   BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr):
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     rows = pid_r * BM + tl.arange(0, BM)
     rmask = rows < R
-    lo = pid_c * chunk
-    hi = tl.minimum(lo + chunk, n)
-    top1 = tl.full([BM], float("-inf"), tl.float32)
-    top2 = tl.full([BM], float("-inf"), tl.float32)
-    low = tl.full([BM], float("inf"), tl.float32)
-    count = tl.zeros([BM], tl.int32)
-    bad = tl.zeros([BM], tl.int32)
-    for c in range(lo, hi, BN):
-        cols = c + tl.arange(0, BN)
-        inside = (cols < hi)[:, None] & rmask[None, :]
-        s = _family_tile(seed, rows + row0, cols, fam, p0, p1, top)  # (BN, BM)
-        top1, top2, low, count, bad = tile_pass1(s, inside, top1, top2, low, count, bad)
+    lo = pid_c * tiles * (L * V)
+    hi = tl.minimum(lo + tiles * (L * V), n)
+    top1 = tl.full([BM, L], float("-inf"), tl.float32)
+    top2 = tl.full([BM, L], float("-inf"), tl.float32)
+    low = tl.full([BM, L], float("inf"), tl.float32)
+    count = tl.zeros([BM, L], tl.int32)
+    bad = tl.zeros([BM, L], tl.int32)
+    for c in range(lo, hi, L * V):
+        s, inside = _generated_tile(seed, rows, rmask, row0, c, hi, fam, p0, p1, top, L, V)  # (BM, V, L)
+        top1, top2, low, count, bad = lane_pass1(s, inside, top1, top2, low, count, bad)
+    top1, top2, low, count, bad = lanes_reduce1(top1, top2, low, count, bad)  # (BM,)
     store_pass1(rows * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 
-@triton.jit(do_not_specialize=["seed", "fam", "row0", "R", "n", "chunk", "SPLIT", "NCH"])
-def _sampled_pass2(seed, fam, p0, p1, top_score, R, n, row0, chunk, SPLIT, NCH, top_ptr, beta2_ptr, t_ptr,
+@triton.jit(do_not_specialize=["seed", "fam", "row0", "R", "n", "tiles", "SPLIT", "NCH"])
+def _sampled_pass2(seed, fam, p0, p1, top_score, R, n, row0, tiles, SPLIT, NCH, top_ptr, beta2_ptr, t_ptr,
                    o_m0, o_a, o_b, o_c, o_n,
-                   BM: tl.constexpr, BN: tl.constexpr, NBC: tl.constexpr, NTC: tl.constexpr):
-    pid_r = tl.program_id(0)
-    pid_c = tl.program_id(1)
-    pid_k = tl.program_id(2)
+                   BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr, NBC: tl.constexpr, NTC: tl.constexpr):
+    pid_k = tl.program_id(0)
+    pid_r = tl.program_id(1)
+    pid_c = tl.program_id(2)
     rows = pid_r * BM + tl.arange(0, BM)
     rmask = rows < R
-    lo = pid_c * chunk
-    hi = tl.minimum(lo + chunk, n)
+    lo = pid_c * tiles * (L * V)
+    hi = tl.minimum(lo + tiles * (L * V), n)
     top = tl.load(top_ptr + rows, mask=rmask, other=0.0)
-    m0 = tl.zeros([BM], tl.int32)
-    acc_a = tl.zeros([NBC, BM], tl.float32)
-    acc_b = tl.zeros([NBC, BM], tl.float32)
-    acc_c = tl.zeros([NBC, BM], tl.float32)
-    acc_n = tl.zeros([NTC, BM], tl.int32)
-    for c in range(lo, hi, BN):
-        cols = c + tl.arange(0, BN)
-        inside = (cols < hi)[:, None] & rmask[None, :]
-        s = _family_tile(seed, rows + row0, cols, fam, p0, p1, top_score)  # (BN, BM)
-        m0, acc_a, acc_b, acc_c, acc_n = tile_pass2(s, inside, top, beta2_ptr + pid_k * NBC, t_ptr + pid_k * NTC,
-                                                    m0, acc_a, acc_b, acc_c, acc_n, NBC, NTC)
-    store_pass2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
-                NCH, NBC, NTC)
+    beta2 = tl.load(beta2_ptr + pid_k * NBC + tl.arange(0, NBC))  # (NBC,)
+    tcut = tl.load(t_ptr + pid_k * NTC + tl.arange(0, NTC))  # (NTC,)
+    m0 = tl.zeros([BM, L], tl.int32)
+    acc_a = tl.zeros([BM, NBC, L], tl.float32)
+    acc_b = tl.zeros([BM, NBC, L], tl.float32)
+    acc_c = tl.zeros([BM, NBC, L], tl.float32)
+    acc_n = tl.zeros([BM, NTC, L], tl.int32)
+    for c in range(lo, hi, L * V):
+        s, inside = _generated_tile(seed, rows, rmask, row0, c, hi, fam, p0, p1, top_score, L, V)  # (BM, V, L)
+        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n)
+    store_lanes2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
+                 NCH, NBC, NTC)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,13 +322,28 @@ def _sampled_pass2(seed, fam, p0, p1, top_score, R, n, row0, chunk, SPLIT, NCH, 
 # ----------------------------------------------------------------------------------------------
 
 
-# (BM, BN, NBC, NTC, num_warps), as for kind 1: one row per thread (BM = 32 lanes x warps), BN scores each.
-# Pass 2 regenerates the tile once per beta/threshold chunk, so larger chunks save Philox work: 16 betas and
-# 32 thresholds per program need 168 registers (ptxas, sm_90a, triton 3.6.0; no spills, no shuffles); the
-# alternative with 8 and 16 needs 119.  The benchmark times both and keeps the faster.
-GPU_BLOCK = (128, 8, 16, 32, 4)
-GPU_BLOCK_ALTERNATIVES = ((128, 8, 8, 16, 4),)
+# (BM, BN, NBC, NTC, num_warps), as for kind 1: BN = 4 x 32 x num_warps columns, each thread generates 4
+# adjacent columns of each of the BM rows per tile, the per-lane partials are reduced across lanes once per
+# program.  Pass 2 regenerates the tile once per beta/threshold chunk, so larger chunks save Philox work at
+# the price of registers; the benchmark times the default and the alternatives and keeps the fastest.
+GPU_BLOCK = (1, 512, 8, 16, 4)
+GPU_BLOCK_ALTERNATIVES = ((1, 512, 16, 32, 4), (1, 256, 16, 32, 2))
 INTERPRETER_BLOCK = (16, 64, 4, 8, 4)
+
+
+def fp32_gap_ratio(top: Any, shift: float, kappa_bar: float) -> np.ndarray:
+    """Per row, the fp32 spacing at the generated top score times ``kappa_bar(n)``.
+
+    ``top`` are the family's top scores (``RowStats.top``), ``shift`` the family's ``FamilyCode.shift``: the
+    kernels hold ``top - shift`` in fp32, where neighbouring values differ by ``ulp(|top - shift|)``.  The gaps
+    that matter are of order ``1 / kappa_bar``, so a ratio near 1 means fp32 cannot resolve them (the ratio is
+    the relative rounding of a typical top gap).  Guard: ratio ``< 1e-2`` (:data:`FP32_GAP_LIMIT`).
+    """
+    held = np.abs(np.asarray(top, dtype=np.float64) - shift).astype(np.float32)
+    return np.spacing(held).astype(np.float64) * float(kappa_bar)
+
+
+FP32_GAP_LIMIT = 1e-2
 
 
 def _check_size(rows: int, n: int, seed: int, row0: int) -> None:
@@ -306,7 +357,11 @@ def _check_size(rows: int, n: int, seed: int, row0: int) -> None:
 
 def sample_scores(family: Any, n: int, rows: int, *, seed: int = 0, row0: int = 0,
                   backend: str = "auto") -> tuple[np.ndarray | torch.Tensor, str]:
-    """The ``(rows, n)`` fp32 scores the kernels generate, and the backend that made them."""
+    """The ``(rows, n)`` fp32 scores the kernels generate, and the backend that made them.
+
+    These are the family's scores minus ``family_code(family, n).shift`` (1 for the reflected families unif,
+    sphere3 and sphere5, 0 otherwise); the statistics depend on gaps only, and ``RowStats.top`` adds it back.
+    """
     _check_size(rows, n, seed, row0)
     fc = family_code(family, n)
     which = pick_backend(backend, False, rows * n)
@@ -345,11 +400,13 @@ def sampled_row_stats(family: Any, n: int, rows: int, beta: Any, t: Any, *, seed
         if len(parts) > 1:
             for name in RowStats.FIELDS:
                 setattr(out, name, torch.cat([getattr(p, name) for p in parts], dim=0))
+        out.top = out.top + fc.shift  # float64: the family's own top score
         out.notes.update(family=fc.name, seed=seed)
         return out
     interpret = which == "triton-interpreter"
     dev = torch.device("cuda") if not interpret else torch.device("cpu")
-    BM, BN, NBC, NTC, warps = block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK)
+    BM, BN, NBC, NTC, warps = lane_block(block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK), len(beta_g),
+                                         len(t_g))
     row_blocks = triton.cdiv(rows, BM)
     n_tiles = triton.cdiv(n, BN)
     nch, beta2, tt = grid_chunks(beta_g, t_g, NBC, NTC, dev)
@@ -357,22 +414,24 @@ def sampled_row_stats(family: Any, n: int, rows: int, beta: Any, t: Any, *, seed
         target = 4 * torch.cuda.get_device_properties(dev).multi_processor_count if not interpret else 1
         split = choose_split(row_blocks * nch, n_tiles, target)
     split = int(max(1, min(split, n_tiles)))
-    chunk = triton.cdiv(n_tiles, split) * BN
-    split = triton.cdiv(n, chunk)
-    common = (int(seed), fc.code, float(fc.p0), float(fc.p1), float(fc.top), rows, n, int(row0), chunk, split)
+    tiles = triton.cdiv(n_tiles, split)
+    split = triton.cdiv(n_tiles, tiles)
+    common = (int(seed), fc.code, float(fc.p0), float(fc.p1), float(fc.top), rows, n, int(row0), tiles, split)
+    tile_args = dict(BM=BM, L=BN // LANE_VEC, V=LANE_VEC, num_warps=warps)
     f32 = dict(dtype=torch.float32, device=dev)
     i32 = dict(dtype=torch.int32, device=dev)
     top1, top2, low = (torch.empty(rows, split, **f32) for _ in range(3))
     count, bad = (torch.empty(rows, split, **i32) for _ in range(2))
-    _sampled_pass1[(row_blocks, split)](*common, top1, top2, low, count, bad, BM=BM, BN=BN, num_warps=warps)
+    _sampled_pass1[(row_blocks, split)](*common, top1, top2, low, count, bad, **tile_args)
     p1 = combine_pass1(top1, top2, low, count, bad)
     check_pass1(p1, f"generated {fc.name} scores")
     top = p1.top.float().contiguous()
     m0 = torch.empty(rows, split, nch, **i32)
     a, b, c = (torch.empty(rows, split, nch * NBC, **f32) for _ in range(3))
     cnt = torch.empty(rows, split, nch * NTC, **i32)
-    _sampled_pass2[(row_blocks, split, nch)](*common, nch, top, beta2, tt, m0, a, b, c, cnt,
-                                             BM=BM, BN=BN, NBC=NBC, NTC=NTC, num_warps=warps)
+    _sampled_pass2[(nch, row_blocks, split)](*common, nch, top, beta2, tt, m0, a, b, c, cnt, NBC=NBC, NTC=NTC,
+                                             **tile_args)
     out = finish(p1, *sum_pass2(m0, a, b, c, cnt, len(beta_g), len(t_g)), beta_g, t_g, which, K=K)
+    out.top = out.top + fc.shift  # float64: the family's own top score
     out.notes.update(split=split, block=(BM, BN, NBC, NTC, warps), chunks=nch, family=fc.name, seed=seed)
     return out

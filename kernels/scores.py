@@ -21,9 +21,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import (Pass1, RowStats, as_grid, check_pass1, choose_split, combine_pass1, finish, grid_chunks,
-                      pick_backend, reference_from_scores, restore, store_pass1, store_pass2, sum_pass2, tile_pass1,
-                      tile_pass2)
+from ._common import (LANE_VEC, Pass1, RowStats, as_grid, check_pass1, choose_split, combine_pass1, finish,
+                      grid_chunks, lane_block, lane_pass1, lane_pass2, lanes_reduce1, pick_backend,
+                      reference_from_scores, restore, store_lanes2, store_pass1, sum_pass2)
 
 __all__ = ["row_stats", "torch_reference", "critscale_reference"]
 
@@ -76,59 +76,52 @@ def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K
 # ----------------------------------------------------------------------------------------------
 
 
-# Integer arguments are not specialised (one compilation for every n).  ``unit`` is the column stride, always
-# 1, passed at run time on purpose: the compiler then cannot see that a row's columns are contiguous and does
-# not lay the tile out with the lanes along the columns (for vector loads), which would make every per-row
-# reduction of _common cost warp shuffles.  With no contiguity on either axis, which axis gets the lanes is a
-# tie the compiler breaks by axis order, and triton 3.6 and 3.7 break it differently (ptxas/PTX reports for
-# sm_90a: 3.6 puts the lanes along the first axis, 3.7 along the last); ROWS_FIRST orders the loaded tile
-# so that the lanes land on the rows either way, and the loaded tile is then viewed as (BN, BM).  The loads
-# become per-thread walks along a row, served by the L1 cache.
-ROWS_FIRST_LOAD = tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 7)
+# Layout (see "Coalesced tile updates" in _common): a program reads tiles (BM, V, L) of BM rows and BN = L V
+# consecutive columns, contiguous along the middle axis, so each thread issues one 16-byte load per row and
+# a warp reads 512 contiguous bytes of a row.  The row stride and ``n`` are specialised (Triton marks them
+# divisible by 16 when they are), and each column chunk starts at a multiple of BN (``lo = pid_c * tiles *
+# BN``), so the compiler can prove the 16-byte alignment of every vector and the constancy of the mask
+# ``cols < hi`` over each vector.  The row count and the chunking are not specialised.  The column loop is
+# unrolled twice (``loop_unroll_factor``), so that each thread has two 16-byte loads in flight: with one
+# beta and one threshold both passes are bound by memory latency x bytes in flight, not by arithmetic.
 
 
 @triton.jit
-def _load_tile(x_ptr, rows, rmask, stride, unit, cols, hi, ROWS_FIRST: tl.constexpr):
-    """The transposed ``(BN, BM)`` fp32 tile of columns ``cols`` of rows ``rows`` and its ``inside`` mask."""
-    if ROWS_FIRST:
-        inside_t = rmask[:, None] & (cols < hi)[None, :]  # (BM, BN)
-        ptrs = x_ptr + rows.to(tl.int64)[:, None] * stride + cols[None, :] * unit
-        s = tl.trans(tl.load(ptrs, mask=inside_t, other=float("-inf")).to(tl.float32))
-        inside = tl.trans(inside_t)
-    else:
-        inside = (cols < hi)[:, None] & rmask[None, :]  # (BN, BM)
-        ptrs = x_ptr + rows.to(tl.int64)[None, :] * stride + cols[:, None] * unit
-        s = tl.load(ptrs, mask=inside, other=float("-inf")).to(tl.float32)
+def _load_tile(x_ptr, rows, rmask, stride, c, hi, L: tl.constexpr, V: tl.constexpr):
+    """The ``(BM, V, L)`` fp32 tile of columns ``c + l V + v`` of ``rows`` and its ``inside`` mask."""
+    cols = c + tl.arange(0, V)[:, None] + tl.arange(0, L)[None, :] * V  # (V, L)
+    inside = rmask[:, None, None] & (cols < hi)[None, :, :]  # (BM, V, L)
+    ptrs = x_ptr + rows.to(tl.int64)[:, None, None] * stride + cols[None, :, :]
+    s = tl.load(ptrs, mask=inside, other=float("-inf")).to(tl.float32)
     return s, inside
 
 
-@triton.jit(do_not_specialize=["stride", "unit", "R", "n", "chunk", "SPLIT"])
-def _scores_pass1(x_ptr, stride, unit, R, n, chunk, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
-                  BM: tl.constexpr, BN: tl.constexpr, ROWS_FIRST: tl.constexpr):
-    """Program (row block, column chunk): order statistics of its ``BM`` rows over its columns."""
+@triton.jit(do_not_specialize=["R", "tiles", "SPLIT"])
+def _scores_pass1(x_ptr, stride, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
+                  BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr):
+    """Program (row block, column chunk of ``tiles`` tiles): order statistics of its ``BM`` rows."""
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
     rows = pid_r * BM + tl.arange(0, BM)
     rmask = rows < R
-    lo = pid_c * chunk
-    hi = tl.minimum(lo + chunk, n)
-    top1 = tl.full([BM], float("-inf"), tl.float32)
-    top2 = tl.full([BM], float("-inf"), tl.float32)
-    low = tl.full([BM], float("inf"), tl.float32)
-    count = tl.zeros([BM], tl.int32)
-    bad = tl.zeros([BM], tl.int32)
-    for c in range(lo, hi, BN):
-        cols = c + tl.arange(0, BN)
-        s, inside = _load_tile(x_ptr, rows, rmask, stride, unit, cols, hi, ROWS_FIRST)  # (BN, BM)
-        top1, top2, low, count, bad = tile_pass1(s, inside, top1, top2, low, count, bad)
+    lo = pid_c * tiles * (L * V)
+    hi = tl.minimum(lo + tiles * (L * V), n)
+    top1 = tl.full([BM, L], float("-inf"), tl.float32)
+    top2 = tl.full([BM, L], float("-inf"), tl.float32)
+    low = tl.full([BM, L], float("inf"), tl.float32)
+    count = tl.zeros([BM, L], tl.int32)
+    bad = tl.zeros([BM, L], tl.int32)
+    for c in tl.range(lo, hi, L * V, loop_unroll_factor=2):
+        s, inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, L, V)  # (BM, V, L)
+        top1, top2, low, count, bad = lane_pass1(s, inside, top1, top2, low, count, bad)
+    top1, top2, low, count, bad = lanes_reduce1(top1, top2, low, count, bad)  # (BM,)
     store_pass1(rows * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 
-@triton.jit(do_not_specialize=["stride", "unit", "R", "n", "chunk", "SPLIT", "NCH"])
-def _scores_pass2(x_ptr, stride, unit, R, n, chunk, SPLIT, NCH, top_ptr, beta2_ptr, t_ptr,
+@triton.jit(do_not_specialize=["R", "tiles", "SPLIT", "NCH"])
+def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, NCH, top_ptr, beta2_ptr, t_ptr,
                   o_m0, o_a, o_b, o_c, o_n,
-                  BM: tl.constexpr, BN: tl.constexpr, NBC: tl.constexpr, NTC: tl.constexpr,
-                  ROWS_FIRST: tl.constexpr):
+                  BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr, NBC: tl.constexpr, NTC: tl.constexpr):
     """Program (beta/threshold chunk, row block, column chunk): sums and counts relative to the row maxima.
 
     The chunk index is the grid's fastest axis, so the programs that read the same tile run together and
@@ -139,21 +132,21 @@ def _scores_pass2(x_ptr, stride, unit, R, n, chunk, SPLIT, NCH, top_ptr, beta2_p
     pid_c = tl.program_id(2)
     rows = pid_r * BM + tl.arange(0, BM)
     rmask = rows < R
-    lo = pid_c * chunk
-    hi = tl.minimum(lo + chunk, n)
+    lo = pid_c * tiles * (L * V)
+    hi = tl.minimum(lo + tiles * (L * V), n)
     top = tl.load(top_ptr + rows, mask=rmask, other=0.0)
-    m0 = tl.zeros([BM], tl.int32)
-    acc_a = tl.zeros([NBC, BM], tl.float32)
-    acc_b = tl.zeros([NBC, BM], tl.float32)
-    acc_c = tl.zeros([NBC, BM], tl.float32)
-    acc_n = tl.zeros([NTC, BM], tl.int32)
-    for c in range(lo, hi, BN):
-        cols = c + tl.arange(0, BN)
-        s, inside = _load_tile(x_ptr, rows, rmask, stride, unit, cols, hi, ROWS_FIRST)  # (BN, BM)
-        m0, acc_a, acc_b, acc_c, acc_n = tile_pass2(s, inside, top, beta2_ptr + pid_k * NBC, t_ptr + pid_k * NTC,
-                                                    m0, acc_a, acc_b, acc_c, acc_n, NBC, NTC)
-    store_pass2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
-                NCH, NBC, NTC)
+    beta2 = tl.load(beta2_ptr + pid_k * NBC + tl.arange(0, NBC))  # (NBC,)
+    tcut = tl.load(t_ptr + pid_k * NTC + tl.arange(0, NTC))  # (NTC,)
+    m0 = tl.zeros([BM, L], tl.int32)
+    acc_a = tl.zeros([BM, NBC, L], tl.float32)
+    acc_b = tl.zeros([BM, NBC, L], tl.float32)
+    acc_c = tl.zeros([BM, NBC, L], tl.float32)
+    acc_n = tl.zeros([BM, NTC, L], tl.int32)
+    for c in tl.range(lo, hi, L * V, loop_unroll_factor=2):
+        s, inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, L, V)  # (BM, V, L)
+        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n)
+    store_lanes2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
+                 NCH, NBC, NTC)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -161,12 +154,16 @@ def _scores_pass2(x_ptr, stride, unit, R, n, chunk, SPLIT, NCH, top_ptr, beta2_p
 # ----------------------------------------------------------------------------------------------
 
 
-# (BM, BN, NBC, NTC, num_warps): BM rows = 32 lanes x warps, so that each thread owns one row of the tile
-# and BN of its scores; NBC betas and NTC thresholds per program (the grid's third axis runs over chunks).
-# ptxas for sm_90a, triton 3.6.0: pass 2 uses 80 registers (182 for the alternative), no spills, and no warp
-# shuffles or barriers in the loop; pass 1 42 registers.  The benchmark times both and keeps the faster.
-GPU_BLOCK = (128, 8, 8, 16, 4)
-GPU_BLOCK_ALTERNATIVES = ((128, 8, 16, 32, 4),)
+# (BM, BN, NBC, NTC, num_warps): BN = 4 x 32 x num_warps columns, so each thread holds one 16-byte vector
+# of each of the BM rows per tile; NBC betas and NTC thresholds per program (the grid's first axis runs
+# over chunks; both are shrunk to the grid's sizes, see ``lane_block``).  The per-lane accumulators take
+# BM (3 NBC + NTC + 1) registers per thread.  ptxas for sm_90a (triton 3.7.1 / 3.6.0), no spills anywhere:
+# pass 1 about 31 registers; pass 2 30 for one beta and one threshold (full occupancy), 96 for the default,
+# 168 for the 16/32 alternatives, ~105 for the 8-warp one.  Two rows per program (BM = 2) compile with
+# layout conversions through shared memory inside the loop under triton 3.6, so BM stays 1 on the GPU.
+# The benchmark times the default and the alternatives and keeps the fastest.
+GPU_BLOCK = (1, 512, 8, 16, 4)
+GPU_BLOCK_ALTERNATIVES = ((1, 512, 16, 32, 4), (1, 256, 16, 32, 2), (1, 1024, 8, 16, 8))
 INTERPRETER_BLOCK = (16, 128, 4, 8, 4)
 
 
@@ -176,7 +173,7 @@ def launch_passes(x: torch.Tensor, beta: np.ndarray, t: np.ndarray, split: int |
     R, n = x.shape
     dev = x.device
     interpret = backend == "triton-interpreter"
-    BM, BN, NBC, NTC, warps = block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK)
+    BM, BN, NBC, NTC, warps = lane_block(block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK), len(beta), len(t))
     row_blocks = triton.cdiv(R, BM)
     n_tiles = triton.cdiv(n, BN)
     nch, beta2, tt = grid_chunks(beta, t, NBC, NTC, dev)
@@ -184,23 +181,22 @@ def launch_passes(x: torch.Tensor, beta: np.ndarray, t: np.ndarray, split: int |
         target = 4 * torch.cuda.get_device_properties(dev).multi_processor_count if not interpret else 1
         split = choose_split(row_blocks * nch, n_tiles, target)
     split = int(max(1, min(split, n_tiles)))
-    chunk = triton.cdiv(n_tiles, split) * BN
-    split = triton.cdiv(n, chunk)
+    tiles = triton.cdiv(n_tiles, split)
+    split = triton.cdiv(n_tiles, tiles)
+    tile_args = dict(BM=BM, L=BN // LANE_VEC, V=LANE_VEC, num_warps=warps)
     f32 = dict(dtype=torch.float32, device=dev)
     i32 = dict(dtype=torch.int32, device=dev)
     top1, top2, low = (torch.empty(R, split, **f32) for _ in range(3))
     count, bad = (torch.empty(R, split, **i32) for _ in range(2))
-    _scores_pass1[(row_blocks, split)](x, x.stride(0), x.stride(1), R, n, chunk, split, top1, top2, low, count, bad,
-                                       BM=BM, BN=BN, ROWS_FIRST=ROWS_FIRST_LOAD, num_warps=warps)
+    _scores_pass1[(row_blocks, split)](x, x.stride(0), R, n, tiles, split, top1, top2, low, count, bad, **tile_args)
     p1 = combine_pass1(top1, top2, low, count, bad)
     check_pass1(p1, "scores")
     top = p1.top.float().contiguous()
     m0 = torch.empty(R, split, nch, **i32)
     a, b, c = (torch.empty(R, split, nch * NBC, **f32) for _ in range(3))
     cnt = torch.empty(R, split, nch * NTC, **i32)
-    _scores_pass2[(nch, row_blocks, split)](x, x.stride(0), x.stride(1), R, n, chunk, split, nch, top, beta2, tt,
-                                            m0, a, b, c, cnt, BM=BM, BN=BN, NBC=NBC, NTC=NTC,
-                                            ROWS_FIRST=ROWS_FIRST_LOAD, num_warps=warps)
+    _scores_pass2[(nch, row_blocks, split)](x, x.stride(0), R, n, tiles, split, nch, top, beta2, tt,
+                                            m0, a, b, c, cnt, NBC=NBC, NTC=NTC, **tile_args)
     out = finish(p1, *sum_pass2(m0, a, b, c, cnt, len(beta), len(t)), beta, t, backend, K=K)
     out.notes.update(split=split, block=(BM, BN, NBC, NTC, warps), chunks=nch)
     return out

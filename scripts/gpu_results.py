@@ -10,6 +10,11 @@ Installing works too::
     CRITSCALE_COMMIT=<sha> python scripts/gpu_results.py --out results/gpu            # full, < 4 min on an H200
     CRITSCALE_COMMIT=<sha> python scripts/gpu_results.py --out results/gpu --quick    # < 1 min
     python scripts/gpu_results.py --out DIR --bench-only                              # `make bench`
+    python scripts/gpu_results.py --out results/gpu --parts tests,bench --kinds 1,3 --keep-baselines  # ~90 s
+    python scripts/gpu_results.py --out results/gpu --mc                              # Monte-Carlo only
+
+(``--kinds`` and ``--keep-baselines`` merge into the ``kernels_bench.json`` already in ``--out``: the
+records not rerun are kept, marked ``kept_from_earlier_run``, and ``setup.partial_rerun`` says what was.)
 
 (``CRITSCALE_COMMIT`` names the commit when the copy of the tree has no ``.git``.)
 
@@ -321,7 +326,14 @@ def chunk_rows(n: int, nb: int, limit_bytes: float = 2**31) -> int:
     return int(max(1, min(4096, limit_bytes // (n * max(nb, 64) * 4))))
 
 
-def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
+BASELINE_IMPLS = ("eager", "torch.compile")
+
+
+def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float, kinds: tuple[int, ...] = (1, 2, 3),
+              keep_baselines: bool = False) -> None:
+    """Benchmark the kernels of ``kinds``.  With a subset of the kinds or ``keep_baselines``, the records that
+    were not rerun (other kinds; with ``keep_baselines`` the eager/torch.compile ones) are kept from the
+    ``kernels_bench.json`` already in ``out``, so the file stays complete for the notebooks."""
     import numpy as np
     import torch
 
@@ -345,6 +357,8 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
     compiled = stats_from_scores if SMOKE else torch.compile(stats_from_scores, dynamic=True)
     # --quick skips torch.compile: its first compilation alone takes tens of seconds
     baselines = [("eager", stats_from_scores)] + ([] if quick else [("torch.compile", compiled)])
+    if keep_baselines:
+        baselines = []
     records = []
     errors = []
 
@@ -410,6 +424,8 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
                               (2, qk, lambda blk: qk.qk_row_stats(q, k, beta, t, block=blk)),
                               (3, sampled, lambda blk: sampled.sampled_row_stats("gauss", nt_, rows, beta, t,
                                                                                 block=blk))):
+            if kind not in kinds:
+                continue
             best = None
             for blk in (mod.GPU_BLOCK,) + tuple(mod.GPU_BLOCK_ALTERNATIVES):
                 try:
@@ -426,7 +442,7 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
         empty_cache()
 
     # kind 1: stored fp32 scores
-    for n in ns:
+    for n in (ns if 1 in kinds else []):
         if over_budget():
             errors.append(f"kind 1 n={n}: skipped, time budget")
             continue
@@ -448,7 +464,7 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
 
     # kind 2: fused q.k, bf16 inputs (as GPT-2 runs), one head of 4096 queries, non-causal
     q = torch.randn(rows, d, device=dev, dtype=torch.bfloat16)
-    for n in ns2:
+    for n in (ns2 if 2 in kinds else []):
         if over_budget():
             errors.append(f"kind 2 n={n}: skipped, time budget")
             continue
@@ -469,7 +485,7 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
             del qf, kf, s_full
         del k
         empty_cache()
-    if not quick:  # fp32 inputs (IEEE products on the FMA units) at one size, for the record
+    if not quick and 2 in kinds:  # fp32 inputs (IEEE products on the FMA units) at one size, for the record
         k = torch.randn(ns[-1] if SMOKE else 2**16, d, device=dev)
         ms, how, _ = timed(lambda: qk.qk_row_stats(q.float(), k, beta, t))
         record(2, k.shape[0], rows, "triton (fp32 inputs)", ms, how, None, None)
@@ -478,7 +494,7 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
     empty_cache()
 
     # kind 3: generated gauss rows
-    for n in ns3:
+    for n in (ns3 if 3 in kinds else []):
         if over_budget():
             errors.append(f"kind 3 n={n}: skipped, time budget")
             continue
@@ -486,7 +502,24 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
         ms, how, mem = timed(lambda: sampled.sampled_row_stats("gauss", n, r, beta, t, block=chosen[3]))
         record(3, n, r, "triton", ms, how, mem, None)
 
-    # ratios measured in the same run
+    merged = None
+    prev_path = out / "kernels_bench.json"
+    if (set(kinds) != {1, 2, 3} or keep_baselines) and prev_path.exists():
+        prev = json.loads(prev_path.read_text())
+        fresh = {(r["kind"], r["n"], r["impl"]) for r in records}
+        kept = [r for r in prev.get("records", []) if (r["kind"], r["n"], r["impl"]) not in fresh
+                and (r["kind"] not in kinds or (keep_baselines and r["impl"] in BASELINE_IMPLS))]
+        for r in kept:
+            r["kept_from_earlier_run"] = prev.get("provenance", {}).get("date", True)
+        records = kept + records
+        prev_blocks = prev.get("setup", {}).get("blocks", {})
+        for key, val in prev_blocks.items():
+            if int(key) not in kinds:
+                chosen[int(key)] = tuple(val)
+        tuning = [t_ for t_ in prev.get("setup", {}).get("block_tuning", []) if t_.get("kind") not in kinds] + tuning
+        merged = {"rerun_kinds": list(kinds), "baselines_kept": keep_baselines, "kept_records": len(kept),
+                  "earlier_provenance": prev.get("provenance")}
+    # ratios measured in the same run (kept baseline records: an earlier run on the same kind of machine)
     by = {(r["kind"], r["n"], r["impl"]): r for r in records}
     for rec in records:
         if rec["impl"] == "triton" and rec["time_ms"]:
@@ -502,6 +535,8 @@ def run_bench(out: Path, quick: bool, ceilings: dict, budget_s: float) -> None:
                                    f"in chunks of 2 GiB of (rows, n, 64) temporaries; run up to n = {baseline_max_n}",
                       "blocks": {str(k): list(v) for k, v in chosen.items()}, "block_tuning": tuning},
             "ceilings": ceilings, "records": records, "targets": targets, "errors": errors}
+    if merged:
+        data["setup"]["partial_rerun"] = merged
     write_json(out, "kernels_bench", data, started)
     try:
         import pandas as pd
@@ -625,6 +660,9 @@ def run_montecarlo(out: Path, quick: bool, budget_s: float) -> None:
                 ent = res.entropy.double().cpu().numpy()
                 lo16, hi16 = kappa_bounds(res.counts, x_grid / kb, res.n_valid, res.delta2, res.range, res.m0, K=16)
                 lo2, hi2 = res.kappa_lower.cpu().numpy(), res.kappa_upper.cpu().numpy()
+                # fp32 resolution guard: ulp of the fp32 top score (as the kernel holds it) times kappa_bar
+                ratio = sampled.fp32_gap_ratio(res.top.double().cpu().numpy(), sampled.family_code(name, n).shift, kb)
+                unresolved = np.nonzero(ratio >= sampled.FP32_GAP_LIMIT)[0]
                 rec = {"family": name, "n": n, "log2_n": int(round(math.log2(n))), "rows": rows, "seed": seed,
                        "kappa_bar": kb, "c": c.tolist(),
                        "mean_collision": coll.mean(0).tolist(), "se_collision": (coll.std(0, ddof=1) / math.sqrt(rows)).tolist(),
@@ -633,8 +671,15 @@ def run_montecarlo(out: Path, quick: bool, budget_s: float) -> None:
                                                    float(np.median(hi16.cpu().numpy()) / kb)],
                        "median_kappa_over_bar": [finite_or_none(np.median(lo2) / kb),
                                                  finite_or_none(np.median(hi2) / kb)],
-                       "threshold_grid_ratio": r_grid, "seconds": secs, "backend": res.backend}
+                       "threshold_grid_ratio": r_grid, "seconds": secs, "backend": res.backend,
+                       "generated_shift": sampled.family_code(name, n).shift,
+                       "fp32_gap_ratio_max": float(ratio.max()), "fp32_gap_ratio_median": float(np.median(ratio)),
+                       "fp32_resolved": bool(len(unresolved) == 0), "fp32_rows_unresolved": int(len(unresolved)),
+                       "fp32_unresolved_rows": unresolved[:20].tolist()}
                 rows_out.append(rec)
+                if len(unresolved):
+                    print(f"[mc] WARNING {name} n=2^{rec['log2_n']}: fp32 does not resolve the top gaps in "
+                          f"{len(unresolved)}/{rows} rows (ulp(top) kappa_bar up to {ratio.max():.2e})", flush=True)
                 print(f"[mc] {name} n=2^{rec['log2_n']} rows={rows}: {secs:.2f} s; "
                       f"E sum p^2 at c=2: {coll.mean(0)[C_GRID.index(2.0)]:.3f}", flush=True)
             except Exception as exc:
@@ -647,7 +692,10 @@ def run_montecarlo(out: Path, quick: bool, budget_s: float) -> None:
                       "threshold_grid": "t_j = x_j / kappa_bar(n), x geometric in [2^-6, 2^8], 64 points",
                       "kappa_bracket": "kappa_16 in [lower, upper] from the counts (critscale.kernels.kappa_bounds); "
                                        "upper <= r lower when the grid covers [Delta_(2), R]",
-                      "seeds": "SeedSequence([12697, 24, fam_idx, n]) (Philox key)"},
+                      "seeds": "SeedSequence([12697, 24, fam_idx, n]) (Philox key)",
+                      "fp32_guard": "per row, ulp(fp32 top score as generated, i.e. top - shift) * kappa_bar(n); "
+                                    f"rows with a ratio >= {sampled.FP32_GAP_LIMIT} are flagged (fp32_resolved false); "
+                                    "unif, sphere3, sphere5 are generated reflected (score - 1) for resolution"},
             "results": rows_out, "limits": pd_limits, "errors": errors}
     write_json(out, "kernels_montecarlo", data, started)
     try:
@@ -677,12 +725,35 @@ def main() -> int:
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--budget-s", type=float, default=None, help="stop starting new sizes after this many seconds")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny sizes on CPU (interpreter): tests the script")
+    ap.add_argument("--parts", default="tests,mc,bench",
+                    help="comma list of the parts to run: tests, mc (Monte-Carlo), bench (default: all three)")
+    ap.add_argument("--kinds", default="1,2,3",
+                    help="comma list of the kernel kinds to benchmark; the other kinds' records are kept from "
+                         "the kernels_bench.json already in --out (default: 1,2,3)")
+    ap.add_argument("--mc", action="store_true", help="only the Monte-Carlo (same as --parts mc)")
+    ap.add_argument("--keep-baselines", action="store_true",
+                    help="do not rerun eager/torch.compile; keep their records from the kernels_bench.json in --out")
     args = ap.parse_args()
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if args.mc:
+        parts = {"mc"}
+    if args.bench_only:
+        parts = {"bench"}
+    if args.skip_tests:
+        parts.discard("tests")
+    if not parts <= {"tests", "mc", "bench"}:
+        ap.error(f"--parts: unknown part(s) {sorted(parts - {'tests', 'mc', 'bench'})}; use tests, mc, bench")
+    try:
+        kinds = tuple(sorted({int(k) for k in args.kinds.split(",") if k.strip()}))
+    except ValueError:
+        ap.error(f"--kinds must be a comma list of 1, 2, 3, got {args.kinds!r}")
+    if not kinds or not set(kinds) <= {1, 2, 3}:
+        ap.error(f"--kinds must be a comma list of 1, 2, 3, got {args.kinds!r}")
     global DEVICE, SMOKE
     if args.cpu_smoke:
         DEVICE, SMOKE = "cpu", True
         os.environ["TRITON_INTERPRET"] = "1"
-        args.skip_tests = True
+        parts.discard("tests")
     else:
         os.environ["TRITON_INTERPRET"] = "0"
     budget = args.budget_s or (50.0 if args.quick else 225.0)
@@ -696,31 +767,33 @@ def main() -> int:
         return 2
     print(f"[gpu_results] critscale from {how}; device {DEVICE}; out {out}", flush=True)
     status = {}
-    if not (args.bench_only or args.skip_tests):
+    if "tests" in parts:
         try:
             run_tests(out, args.quick)
             status["tests"] = "done"
         except Exception as exc:
             status["tests"] = repr(exc)
             traceback.print_exc()
-    if not args.bench_only:
+    if "mc" in parts:
         try:
             run_montecarlo(out, args.quick, budget + (10 if args.quick else 0))
             status["montecarlo"] = "done"
         except Exception as exc:
             status["montecarlo"] = repr(exc)
             traceback.print_exc()
-    try:
-        ceilings = measure_ceilings()
-        print("[gpu_results] ceilings:", {k: (f"{v:.3e}" if isinstance(v, float) else v) for k, v in ceilings.items()},
-              flush=True)
-        run_bench(out, args.quick, ceilings, budget)
-        status["bench"] = "done"
-    except Exception as exc:
-        status["bench"] = repr(exc)
-        traceback.print_exc()
+    if "bench" in parts:
+        try:
+            ceilings = measure_ceilings()
+            print("[gpu_results] ceilings:",
+                  {k: (f"{v:.3e}" if isinstance(v, float) else v) for k, v in ceilings.items()}, flush=True)
+            run_bench(out, args.quick, ceilings, budget, kinds=kinds, keep_baselines=args.keep_baselines)
+            status["bench"] = "done"
+        except Exception as exc:
+            status["bench"] = repr(exc)
+            traceback.print_exc()
     wall = time.time() - T_START
-    (out / "kernels_run.json").write_text(json.dumps({"status": status, "wall_time_s": wall,
+    (out / "kernels_run.json").write_text(json.dumps({"status": status, "wall_time_s": wall, "parts": sorted(parts),
+                                                      "kinds": list(kinds),
                                                       "provenance": provenance(T_START)}, indent=1))
     print(f"[gpu_results] done in {wall:.0f} s: {status}", flush=True)
     return 0 if all(v == "done" for v in status.values()) else 1

@@ -60,7 +60,8 @@ def test_rows_do_not_depend_on_the_call():
 def test_generated_law_matches_family(fam):
     """KS test of 20000 generated scores (planted/simplex: the bulk) against the family's law."""
     family = critscale.families.get(fam)
-    s = sample_scores_numpy(family_code(fam, 2001), 99, 10, 2001).astype(np.float64)
+    fc = family_code(fam, 2001)
+    s = sample_scores_numpy(fc, 99, 10, 2001).astype(np.float64) + fc.shift  # the family's own scores
     if fam in ("planted", "simplex", "planted_shrink"):
         assert (s[:, 0] == np.float32(family_code(fam, 2001).top)).all()
         bulk = s[:, 1:].ravel()
@@ -129,9 +130,78 @@ def test_gpu_tile_shape_runs_in_interpreter():
     from critscale.kernels import sampled as mod
 
     require("triton-interpreter")
-    base = sampled_row_stats("logexp", 150, 5, BETA, T, seed=2, backend="triton-interpreter").to_numpy()
-    for shape in (mod.GPU_BLOCK,) + mod.GPU_BLOCK_ALTERNATIVES:
-        res = sampled_row_stats("logexp", 150, 5, BETA, T, seed=2, backend="triton-interpreter", block=shape,
+    base = sampled_row_stats("logexp", 700, 3, BETA, T, seed=2, backend="triton-interpreter").to_numpy()
+    for shape in (mod.GPU_BLOCK,) + mod.GPU_BLOCK_ALTERNATIVES:  # 700 columns: 2 tiles of 512, split over 2
+        res = sampled_row_stats("logexp", 700, 3, BETA, T, seed=2, backend="triton-interpreter", block=shape,
                                 split=2).to_numpy()
         np.testing.assert_array_equal(res.counts, base.counts)
-        assert_close_rel(res.log_z, base.log_z, 1e-5, 150 * 2.0 ** -126, "log Z")
+        assert_close_rel(res.log_z, base.log_z, 1e-5, 700 * 2.0 ** -126, "log Z")
+
+
+@pytest.mark.parametrize("fam", ["unif", "sphere3"])
+def test_reflected_families_resolve_top_gaps(fam):
+    """unif and sphere3 are generated as ``score - 1``: near the top the fp32 values are not on the lattice
+    ``2^-24`` that fp32 has near 1 (the old generator's), and the guard passes at n = 2^26 (it fails for a
+    top held near 1)."""
+    fc = family_code(fam, 1 << 16)
+    assert fc.shift == 1.0
+    s = sample_scores_numpy(fc, 5, 8, 1 << 16).astype(np.float64)  # (8, 2^16), reduced scores <= 0
+    assert (s < 0).all()
+    top2 = -np.sort(-s, axis=1)[:, :2]
+    gaps = top2[:, 0] - top2[:, 1]
+    assert (gaps > 0).all()
+    on_lattice = np.abs(gaps * 2.0 ** 24 - np.round(gaps * 2.0 ** 24)) < 1e-6
+    assert not on_lattice.all(), "top gaps on the fp32 lattice of 1: the reflection is lost"
+    kb = critscale.families.get(fam).kappa_bar(1 << 26)
+    from critscale.kernels.sampled import FP32_GAP_LIMIT, fp32_gap_ratio
+
+    top_family = top2[:, 0] + fc.shift
+    assert (fp32_gap_ratio(top_family, fc.shift, kb) < FP32_GAP_LIMIT).all()
+    assert (fp32_gap_ratio(top_family, 0.0, kb) >= FP32_GAP_LIMIT).all()  # held near 1 in fp32: unresolved
+
+
+def test_uniform_fine_is_uniform_near_zero():
+    """The two-word uniform: values below 2^-20 occur with probability 2^-20 (binomial check on 2^22 draws)
+    and are not confined to the 2^-32 lattice of the one-word uniform."""
+    from critscale.kernels.sampled import _uniform_fine_numpy
+
+    x0, x1, _, _ = philox_numpy(77, np.arange(1 << 22, dtype=np.uint32), np.zeros(1 << 22, dtype=np.uint32))
+    u = _uniform_fine_numpy(x0, x1).astype(np.float64)
+    assert (u > 0).all() and (u < 1).all()
+    small = u[u < 2.0 ** -20]
+    assert 0 <= len(small) <= 16  # mean 4: P(count > 16) < 1e-5
+    tiny = np.sort(u)[:3]
+    frac = tiny * 2.0 ** 32 - np.floor(tiny * 2.0 ** 32)
+    assert not np.allclose(frac, 0.5), tiny  # the one-word uniform sits at (x + 1/2) 2^-32
+    p = stats.kstest(u[:200000], "uniform").pvalue
+    assert p > 1e-3
+
+
+def test_sampled_top_is_the_family_top():
+    """``RowStats.top`` adds the shift back: the top of the family's own scores, float64."""
+    require("triton-interpreter")
+    res = sampled_row_stats("unif", 300, 3, [1.0], [0.1], seed=4, backend="triton-interpreter").to_numpy()
+    s = sample_scores_numpy(family_code("unif", 300), 4, 3, 300).astype(np.float64) + 1.0
+    np.testing.assert_array_equal(res.top, s.max(axis=1))
+    assert (res.top < 1.0).all() and (res.top > 0.9).all()
+    ref = sampled_row_stats("unif", 300, 3, [1.0], [0.1], seed=4, backend="reference").to_numpy()
+    np.testing.assert_array_equal(ref.top, res.top)
+
+
+def test_reflected_unif_statistics_match_float64_generation():
+    """At n = 2^18 and beta = 2 kappa_bar = 2n (gaps ~ 4e-6), sum p^2 of the fp32 reflected unif scores equals
+    that of the same uniforms formed in float64 to 1e-5 relative.  Holding the top near 1 in fp32 (spacing
+    6e-8, as before the reflection) changes it by ~1e-2: the check below would fail."""
+    n, rows = 1 << 18, 2
+    fc = family_code("unif", n)
+    s32 = sample_scores_numpy(fc, 31, rows, n).astype(np.float64)  # (rows, n), = -U' rounded to fp32
+    cols = np.broadcast_to(np.arange(n, dtype=np.uint32)[None, :], (rows, n))
+    rws = np.broadcast_to(np.arange(rows, dtype=np.uint32)[:, None], (rows, n))
+    x0, x1, _, _ = philox_numpy(31, cols, rws)
+    s64 = -(x0.astype(np.float64) * 2.0 ** -32 + (x1.astype(np.float64) + 0.5) * 2.0 ** -64)
+    beta = [2.0 * critscale.families.get("unif").kappa_bar(n)]
+    exact = critscale.softmax_stats(s64, beta).collision
+    got = critscale.softmax_stats(s32, beta).collision
+    np.testing.assert_allclose(got, exact, rtol=1e-5)
+    held_near_one = critscale.softmax_stats((1.0 + s64).astype(np.float32).astype(np.float64), beta).collision
+    assert np.abs(held_near_one / exact - 1).max() > 1e-3  # the test can fail: fp32 near 1 does not resolve

@@ -204,19 +204,29 @@ def test_large_beta_gap_no_overflow_reference_consistency():
     assert np.isfinite(res.entropy).all()
 
 
-@pytest.mark.parametrize("rows_first", [True, False])
-@pytest.mark.parametrize("block", ["gpu", "alt"])
-def test_gpu_tile_shapes_run_in_interpreter(block, rows_first, monkeypatch):
-    """The GPU tile shapes run here too, with both load orientations (triton 3.6 and 3.7 use one each)."""
+@pytest.mark.parametrize("block", ["gpu", "alt0", "alt1", "alt2"])
+def test_gpu_tile_shapes_run_in_interpreter(block):
+    """The GPU tile shapes (the default and every alternative the benchmark may pick) run here too."""
     from critscale.kernels import scores as mod
+    from critscale.kernels._common import lane_block
 
     require("triton-interpreter")
-    monkeypatch.setattr(mod, "ROWS_FIRST_LOAD", rows_first)
-    shape = mod.GPU_BLOCK if block == "gpu" else mod.GPU_BLOCK_ALTERNATIVES[0]
-    s = irregular_scores(11, 150, seed=4)
-    res = row_stats(s, BETA, grid_t(s), backend="triton-interpreter", block=shape, split=2).to_numpy()
-    assert res.notes["block"] == tuple(shape)
+    shape = mod.GPU_BLOCK if block == "gpu" else mod.GPU_BLOCK_ALTERNATIVES[int(block[3:])]
+    s = irregular_scores(7, 600, seed=4)  # 7 rows: the awkward ones of irregular_scores
+    t = grid_t(s)
+    res = row_stats(s, BETA, t, backend="triton-interpreter", block=shape, split=2).to_numpy()
+    assert res.notes["block"] == lane_block(shape, len(BETA), len(t))
     check_softmax_fields(res, critscale.softmax_stats(s.double().numpy(), BETA), np.isfinite(s.numpy()).sum(axis=1))
+    np.testing.assert_array_equal(res.counts, critscale.gap_counts(s.double().numpy(), t))
+
+
+def test_lane_block_shrinks_chunks_to_the_grids():
+    from critscale.kernels._common import lane_block
+
+    assert lane_block((1, 512, 16, 32, 4), 1, 1) == (1, 512, 1, 1, 4)
+    assert lane_block((1, 512, 16, 32, 4), 5, 33) == (1, 512, 8, 32, 4)
+    with pytest.raises(ValueError, match="BN"):
+        lane_block((1, 100, 16, 32, 4), 1, 1)
 
 
 def test_ceiling_microkernels_compute_what_they_claim():
