@@ -105,7 +105,7 @@ def tile_pass1(s, inside, top1, top2, low, count, bad):
 
 
 @triton.jit
-def tile_pass2(s, inside, top, beta2_ptr, t_ptr, m0, acc_a, acc_b, acc_c, acc_n,
+def tile_pass2(s, inside, top, snap, beta2_ptr, t_ptr, m0, acc_a, acc_b, acc_c, acc_n,
                NBC: tl.constexpr, NTC: tl.constexpr):
     """Fold one ``(BN, BM)`` tile into the sums of NBC betas and the counts of NTC thresholds.
 
@@ -117,6 +117,9 @@ def tile_pass2(s, inside, top, beta2_ptr, t_ptr, m0, acc_a, acc_b, acc_c, acc_n,
     # (BN, BM), 0 where masked; clamped at 0 so that a score regenerated one ulp above the pass-1 maximum
     # (two compilations of the same generator, kinds 2 and 3) still counts as a maximum, never as m0 = 0.
     delta = tl.where(valid, tl.maximum(top[None, :] - s, 0.0), 0.0)
+    # ``snap`` (BM,): a recomputed score within this distance below the pass-1 maximum is that maximum
+    # recomputed with another rounding (see ``qk.QK_SNAP_ULPS``); 0 for stored scores, which are exact.
+    delta = tl.where(delta <= snap[None, :], 0.0, delta)
     positive = valid & (delta > 0.0)
     m0 += tl.sum((valid & (delta == 0.0)).to(tl.int32), axis=0)
     bidx = tl.arange(0, NBC)[:, None]
@@ -222,7 +225,7 @@ def lanes_reduce1(top1, top2, low, count, bad):
 
 
 @triton.jit
-def lane_pass2(s, inside, top, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n):
+def lane_pass2(s, inside, top, snap, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n):
     """Fold one ``(BM, V, L)`` tile into per-lane sums of NBC betas and counts of NTC thresholds.
 
     ``top`` (BM,) row maxima of pass 1; ``beta2`` (NBC,) values ``beta log2(e)``, so that
@@ -233,6 +236,9 @@ def lane_pass2(s, inside, top, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n):
     # (BM, V, L), 0 where masked; clamped at 0 so that a score regenerated one ulp above the pass-1 maximum
     # (two compilations of the same generator, kind 3) still counts as a maximum, never as m0 = 0.
     delta = tl.where(valid, tl.maximum(top[:, None, None] - s, 0.0), 0.0)
+    # ``snap`` (BM,): distance below the pass-1 maximum within which a regenerated score is that maximum
+    # (kind 3: a few ulps of |top|); 0 for stored scores (kind 1), which are read back exactly.
+    delta = tl.where(delta <= snap[:, None, None], 0.0, delta)
     positive = valid & (delta > 0.0)
     m0 += tl.sum((valid & (delta == 0.0)).to(tl.int32), axis=1)
     d4 = delta[:, None, :, :]  # (BM, 1, V, L)

@@ -128,7 +128,7 @@ def _qk_pass1(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, R, n, d, scale, 
 
 @triton.jit(do_not_specialize=_NO_SPEC + ["NCH"])
 def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, R, n, d, scale, causal_offset, chunk, SPLIT,
-              NCH, top_ptr, beta2_ptr, t_ptr, o_m0, o_a, o_b, o_c, o_n,
+              NCH, top_ptr, snap_ptr, beta2_ptr, t_ptr, o_m0, o_a, o_b, o_c, o_n,
               BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, NBC: tl.constexpr, NTC: tl.constexpr,
               CAUSAL: tl.constexpr, CAST: tl.constexpr, IEEE: tl.constexpr):
     pid_k = tl.program_id(0)  # beta/threshold chunk: the fastest grid axis, so a tile's programs run together
@@ -145,6 +145,7 @@ def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, R, n, d, scale, 
         hi = tl.minimum(hi, pid_r * BM + BM + causal_offset)
     grow = pid_b * R + rows
     top = tl.load(top_ptr + grow, mask=rmask, other=0.0)
+    snap = tl.load(snap_ptr + grow, mask=rmask, other=0.0)
     m0 = tl.zeros([BM], tl.int32)
     acc_a = tl.zeros([NBC, BM], tl.float32)
     acc_b = tl.zeros([NBC, BM], tl.float32)
@@ -153,8 +154,8 @@ def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, R, n, d, scale, 
     for c in range(lo, hi, BN):
         s, inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, n, d, scale, causal_offset,
                              BN, BD, CAUSAL, CAST, IEEE)
-        m0, acc_a, acc_b, acc_c, acc_n = tile_pass2(s, inside, top, beta2_ptr + pid_k * NBC, t_ptr + pid_k * NTC,
-                                                    m0, acc_a, acc_b, acc_c, acc_n, NBC, NTC)
+        m0, acc_a, acc_b, acc_c, acc_n = tile_pass2(s, inside, top, snap, beta2_ptr + pid_k * NBC,
+                                                    t_ptr + pid_k * NTC, m0, acc_a, acc_b, acc_c, acc_n, NBC, NTC)
     store_pass2(grow * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
                 NCH, NBC, NTC)
 
@@ -171,6 +172,22 @@ GPU_BLOCK = (64, 32, 8, 16, 4)
 GPU_BLOCK_FP32 = (32, 32, 8, 16, 4)
 GPU_BLOCK_ALTERNATIVES = ((32, 32, 8, 16, 4),)
 INTERPRETER_BLOCK = (16, 32, 4, 8, 4)
+
+
+# Pass 2 recomputes every logit.  The compiler may order the dot product's additions differently in the
+# two passes, so the row maximum can come back a few ulps lower; a logit within
+# QK_SNAP_ULPS * sqrt(BD) * eps32 * scale * |q_i| * max_j |k_j| (a bound on that rounding difference)
+# below the pass-1 maximum is counted as the maximum (Delta = 0).  Gaps that small are below the
+# resolution of fp32 logits anyway; the float64 reference has no such rule.
+QK_SNAP_ULPS = 4.0
+
+
+def snap_distance(q: torch.Tensor, k: torch.Tensor, scale: float, BD: int) -> torch.Tensor:
+    """Per-row distance below the maximum treated as rounding, ``(B * rows,)`` fp32 (see QK_SNAP_ULPS)."""
+    q_norm = q.float().norm(dim=-1)  # (B, rows)
+    k_norm_max = k.float().norm(dim=-1).amax(dim=-1, keepdim=True)  # (B, 1)
+    eps32 = float(torch.finfo(torch.float32).eps)
+    return (QK_SNAP_ULPS * math.sqrt(BD) * eps32 * float(scale) * q_norm * k_norm_max).reshape(-1).contiguous()
 
 
 def _launch(q: torch.Tensor, k: torch.Tensor, beta: np.ndarray, t: np.ndarray, scale: float, causal: bool,
@@ -206,10 +223,11 @@ def _launch(q: torch.Tensor, k: torch.Tensor, beta: np.ndarray, t: np.ndarray, s
     p1 = combine_pass1(top1, top2, low, count, bad)
     check_pass1(p1, "logits q.k")
     top = p1.top.float().contiguous()
+    snap = snap_distance(q, k, scale, BD)  # (B * R,)
     m0 = torch.empty(B * R, split, nch, **i32)
     a, b, c = (torch.empty(B * R, split, nch * NBC, **f32) for _ in range(3))
     cnt = torch.empty(B * R, split, nch * NTC, **i32)
-    _qk_pass2[(nch, row_blocks, B * split)](*common, nch, top, beta2, tt, m0, a, b, c, cnt, BM=BM, BN=BN, BD=BD,
+    _qk_pass2[(nch, row_blocks, B * split)](*common, nch, top, snap, beta2, tt, m0, a, b, c, cnt, BM=BM, BN=BN, BD=BD,
                                             NBC=NBC, NTC=NTC, CAUSAL=bool(causal), CAST=cast, IEEE=ieee,
                                             num_warps=warps)
     out = finish(p1, *sum_pass2(m0, a, b, c, cnt, len(beta), len(t)), beta, t, backend, K=K)

@@ -312,7 +312,9 @@ def _sampled_pass2(seed, fam, p0, p1, top_score, R, n, row0, tiles, SPLIT, NCH, 
     acc_n = tl.zeros([BM, NTC, L], tl.int32)
     for c in range(lo, hi, L * V):
         s, inside = _generated_tile(seed, rows, rmask, row0, c, hi, fam, p0, p1, top_score, L, V)  # (BM, V, L)
-        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n)
+        # snap: 4 ulps of |top| (4 * 2^-23), for a maximum regenerated with another rounding
+        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, 4.76837158203125e-07 * tl.abs(top), beta2,
+                                                     tcut, m0, acc_a, acc_b, acc_c, acc_n)
     store_lanes2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
                  NCH, NBC, NTC)
 

@@ -144,7 +144,8 @@ def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, NCH, top_ptr, beta2_ptr, t_
     acc_n = tl.zeros([BM, NTC, L], tl.int32)
     for c in tl.range(lo, hi, L * V, loop_unroll_factor=2):
         s, inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, L, V)  # (BM, V, L)
-        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, beta2, tcut, m0, acc_a, acc_b, acc_c, acc_n)
+        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, top * 0.0, beta2, tcut, m0, acc_a, acc_b, acc_c,
+                                                     acc_n)
     store_lanes2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
                  NCH, NBC, NTC)
 
