@@ -180,12 +180,18 @@ INTERPRETER_BLOCK = (16, 32, 4, 8, 4)
 # below the pass-1 maximum is counted as the maximum (Delta = 0).  Gaps that small are below the
 # resolution of fp32 logits anyway; the float64 reference has no such rule.
 QK_SNAP_ULPS = 4.0
+KEY_CHUNK = 65536  # keys per chunk when taking the largest key norm
 
 
 def snap_distance(q: torch.Tensor, k: torch.Tensor, scale: float, BD: int) -> torch.Tensor:
     """Per-row distance below the maximum treated as rounding, ``(B * rows,)`` fp32 (see QK_SNAP_ULPS)."""
-    q_norm = q.float().norm(dim=-1)  # (B, rows)
-    k_norm_max = k.float().norm(dim=-1).amax(dim=-1, keepdim=True)  # (B, 1)
+    q_norm = torch.linalg.vector_norm(q, dim=-1, dtype=torch.float32)  # (B, rows)
+    # max_j |k_j| over key chunks: no fp32 copy of K, so the extra memory stays flat in n (the recorded
+    # H200 run of commit 1f03a07 used k.float() here and shows kind 2's extra memory growing with n)
+    k_norm_max = torch.zeros(k.shape[0], 1, dtype=torch.float32, device=k.device)  # (B, 1)
+    for start in range(0, k.shape[1], KEY_CHUNK):
+        chunk_norm = torch.linalg.vector_norm(k[:, start:start + KEY_CHUNK], dim=-1, dtype=torch.float32)
+        k_norm_max = torch.maximum(k_norm_max, chunk_norm.amax(dim=-1, keepdim=True))
     eps32 = float(torch.finfo(torch.float32).eps)
     return (QK_SNAP_ULPS * math.sqrt(BD) * eps32 * float(scale) * q_norm * k_norm_max).reshape(-1).contiguous()
 

@@ -151,3 +151,17 @@ def test_gpu_tile_shape_runs_in_interpreter():
         res = qk_row_stats(q, k, BETA, T, causal=True, backend="triton-interpreter", block=shape, split=2)
         assert res.notes["block"][:2] == shape[:2]
         compare(res, q, k, 1 / math.sqrt(24), True)
+
+
+def test_snap_distance_is_the_stated_bound():
+    """snap = QK_SNAP_ULPS sqrt(BD) eps32 scale |q_i| max_j |k_j|, also when the keys span several chunks."""
+    from critscale.kernels import qk as qk_module
+
+    gen = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 5, 8, generator=gen)
+    k = torch.randn(2, qk_module.KEY_CHUNK + 7, 8, generator=gen)
+    k[1, -1] *= 10.0  # the largest key sits in the last, partial chunk
+    got = qk_module.snap_distance(q, k, 0.5, 16)
+    eps32 = float(torch.finfo(torch.float32).eps)
+    want = qk_module.QK_SNAP_ULPS * 4.0 * eps32 * 0.5 * q.double().norm(dim=-1) * k.double().norm(dim=-1).amax(-1, keepdim=True)
+    torch.testing.assert_close(got.double(), want.reshape(-1), rtol=1e-6, atol=0)
