@@ -67,9 +67,18 @@ class LoadedModel:
     def describe(self) -> str:
         c = self.config
         n_params = sum(p.numel() for p in self.model.parameters())
-        return (f"{self.checkpoint} ({self.kind}; {c.n_layer} layers x {c.n_head} heads, width {c.n_embd}, "
-                f"context {c.n_positions}, vocabulary {c.vocab_size}, {n_params / 1e6:.1f}M parameters, "
+        return (f"{_display_path(self.checkpoint)} ({self.kind}; {c.n_layer} layers x {c.n_head} heads, "
+                f"width {c.n_embd}, context {c.n_positions}, vocabulary {c.vocab_size}, "
+                f"{n_params:,} parameters, "
                 f"tokenizer {getattr(self.tokenizer, 'name', None) or getattr(self.tokenizer, 'name_or_path', '?')})")
+
+
+def _display_path(checkpoint: str) -> str:
+    """A checkpoint directory inside the working directory is shown relative to it (no machine paths on pages)."""
+    try:
+        return str(Path(checkpoint).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return checkpoint
 
 
 def quiet_transformers() -> None:
