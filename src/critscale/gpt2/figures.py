@@ -16,6 +16,13 @@ import numpy as np
 LAW_COLORS = {"linear": "#1f77b4", "power": "#9467bd", "step": "#d62728", "undefined": "#7f7f7f"}
 
 
+def _law_handles(patches: bool = False) -> list:
+    """Legend entries for the three laws of log N(t), as colour patches or as lines."""
+    if patches:
+        return [matplotlib.patches.Patch(color=LAW_COLORS[k], label=k) for k in ("linear", "step", "power")]
+    return [matplotlib.lines.Line2D([], [], color=LAW_COLORS[k], label=k) for k in ("linear", "step", "power")]
+
+
 def _plt():
     import matplotlib.pyplot as plt
 
@@ -96,7 +103,7 @@ def head_maps(diag):
         ax.grid(False)
         if column != "law":
             fig.colorbar(im, ax=ax, fraction=0.046)
-    handles = [matplotlib.patches.Patch(color=LAW_COLORS[k], label=k) for k in ("linear", "step", "power")]
+    handles = _law_handles(patches=True)
     axes[1].legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize="x-small")
     fig.tight_layout()
     return fig
@@ -118,7 +125,7 @@ def profiles(diag):
     axes[1].set_xscale("log")
     for ax in axes:
         ax.set_ylabel("log N(t)")
-    handles = [matplotlib.lines.Line2D([], [], color=LAW_COLORS[k], label=k) for k in ("linear", "step", "power")]
+    handles = _law_handles()
     axes[0].legend(handles=handles, fontsize="x-small")
     axes[0].set_title("linear in t: Gumbel-like; jump: step", fontsize="small")
     axes[1].set_title("linear in log t: Weibull (power)", fontsize="small")
@@ -141,7 +148,7 @@ def entropy_curves(diag):
     ax.set_xlabel("β (the model's own β = 1)")
     ax.set_ylabel("median entropy H (nats)")
     ax.set_title(f"rows with log₂ n in [{top}, {top + 1})", fontsize="small")
-    handles = [matplotlib.lines.Line2D([], [], color=LAW_COLORS[k], label=k) for k in ("linear", "step", "power")]
+    handles = _law_handles()
     ax.legend(handles=handles, fontsize="x-small")
     fig.tight_layout()
     return fig
