@@ -88,7 +88,7 @@ def main(argv=None) -> int:
 
     from critscale.gpt2.corpus import build_corpus
     from critscale.gpt2.diagnose import diagnose, law_counts, summary_text
-    from critscale.gpt2.load import ByteTokenizer, LoadedModel, quiet_transformers
+    from critscale.models.load import ByteTokenizer, LoadedModel, quiet_transformers
     from critscale.gpt2.train import TrainConfig, cache_key, train_model
 
     quiet_transformers()

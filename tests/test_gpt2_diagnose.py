@@ -7,7 +7,7 @@ import pytest
 from critscale.gpt2 import classify
 from critscale.gpt2.diagnose import (MIN_TOKENS, TextError, resolve_backend, rule_drifts, tokenize_text,
                                      windows_of)
-from critscale.gpt2.load import ByteTokenizer
+from critscale.models.load import ByteTokenizer
 from critscale.gpt2.train import TrainConfig, train_or_load
 
 

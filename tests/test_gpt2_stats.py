@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from critscale.gpt2.capture import causal_logits
+from critscale.models.capture import causal_logits
 from critscale.gpt2.stats import BETA_GRID, kernel_row_statistics, row_statistics
 
 

@@ -52,7 +52,7 @@ def _diagnose(args) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
 
     from .gpt2.diagnose import diagnose, read_text, summary_text, write_outputs
-    from .gpt2.load import load_model
+    from .models.load import load_model
 
     text = read_text(args.text)  # fail on a missing file before loading the model
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import classify
-from .capture import capture_qk, causal_logits
+from ..models.capture import capture_qk, causal_logits
 from .stats import BETA_GRID, kernel_available, kernel_row_statistics, row_statistics
 
 MIN_TOKENS = 128  # gamma needs three log2(n) bins of rows with n >= N_MIN: 16-31, 32-63, 64-127

@@ -1,7 +1,7 @@
 """Per-row statistics of one head's causal logit rows, from the critscale row API.
 
 For each row ``i`` (length ``n = i + 1``) of a head, at the model's own temperature
-(``beta = 1`` on the logits of :func:`critscale.gpt2.capture.causal_logits`), theory.md §3.1:
+(``beta = 1`` on the logits of :func:`critscale.models.capture.causal_logits`), theory.md §3.1:
 
 * ``kappa`` = kappa_2 and ``kappa16`` = kappa_16 (:func:`critscale.accumulation_scale`);
 * ``beta_half``: the beta with p_max = 1/2 (:func:`critscale.beta_at_max_weight`, Corollary 5);

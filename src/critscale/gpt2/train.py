@@ -97,7 +97,7 @@ def train_model(config: TrainConfig, corpus: Corpus, *, device: str = "cpu", pro
     import torch
     from transformers import GPT2LMHeadModel
 
-    from .load import quiet_transformers
+    from ..models.load import quiet_transformers
 
     quiet_transformers()
     torch.manual_seed(config.seed)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from critscale.gpt2.capture import attention_scale, capture_qk, causal_logits
-from critscale.gpt2.load import load_model
+from critscale.models.capture import attention_scale, capture_qk, causal_logits
+from critscale.models.load import load_model
 
 
 def _tiny_dir(path, **overrides):

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from critscale.gpt2.load import (ENV_VAR, ByteTokenizer, ModelNotFoundError, NotGPT2LikeError, hub_weights_cached,
+from critscale.models.load import (ENV_VAR, ByteTokenizer, ModelNotFoundError, NotGPT2LikeError, hub_weights_cached,
                                  load_model, resolve_source)
 
 

@@ -6,7 +6,7 @@ written by ``save_pretrained``.  When no name is given, ``$CRITSCALE_GPT2`` is u
 at once (instead of retrying the network for 20-40 s) with a :class:`ModelNotFoundError`
 that says how to provide the weights.
 
-"GPT-2-like" means what the q/k capture of :mod:`critscale.gpt2.capture` needs:
+"GPT-2-like" means what the q/k capture of :mod:`critscale.models.capture` needs:
 ``config.model_type == "gpt2"`` and blocks ``model.transformer.h[i].attn.c_attn``
 whose output is the fused ``[q | k | v]`` projection.
 """
