@@ -79,8 +79,7 @@ def windows_of(ids: np.ndarray, length: int, max_windows: int) -> list[np.ndarra
     return [ids[i * length:(i + 1) * length] for i in range(count)]
 
 
-def _resolve_length(config, max_len: int | None) -> int:
-    context = int(config.n_positions)
+def _resolve_length(context: int, max_len: int | None) -> int:
     if max_len is None:
         return min(1024, context)
     if max_len < MIN_TOKENS:
@@ -211,13 +210,13 @@ def diagnose(loaded, text: str, *, max_len: int | None = None, max_windows: int 
     """Run the diagnostic of theory.md §6 P-13 on ``loaded`` (a :class:`.load.LoadedModel`)."""
     backend = resolve_backend(backend)
     start = time.perf_counter()
-    model, config = loaded.model, loaded.config
-    length = _resolve_length(config, max_len)
+    model = loaded.model
+    length = _resolve_length(loaded.context, max_len)
     ids = tokenize_text(loaded.tokenizer, text)
     if max_windows < 1:
         raise ValueError(f"max_windows must be >= 1, got {max_windows}")
     wins = windows_of(ids, length, max_windows)
-    L, H = config.n_layer, config.n_head
+    L, H = loaded.n_layers, loaded.n_heads
     per_head: dict[tuple[int, int], list[dict]] = {(l, h): [] for l in range(L) for h in range(H)}
     window_of_rows: dict[tuple[int, int], list[np.ndarray]] = {(l, h): [] for l in range(L) for h in range(H)}
     bar = None
@@ -247,7 +246,7 @@ def diagnose(loaded, text: str, *, max_len: int | None = None, max_windows: int 
     for (layer, head), chunks in per_head.items():
         data = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]}
         windows = np.concatenate(window_of_rows[(layer, head)])
-        rec, bins, curves, prof = summarise_head(layer, head, data, windows, int(config.n_positions), seed)
+        rec, bins, curves, prof = summarise_head(layer, head, data, windows, loaded.context, seed)
         head_records.append(rec)
         bin_records += bins
         curve_records += curves

@@ -64,6 +64,25 @@ class LoadedModel:
     def config(self):
         return self.model.config
 
+    # Architecture-neutral shape of the model: what the diagnostic reads (never config.n_* directly).
+    @property
+    def n_layers(self) -> int:
+        return int(self.config.n_layer)
+
+    @property
+    def n_heads(self) -> int:
+        """Query heads per layer (the diagnostic's heads)."""
+        return int(self.config.n_head)
+
+    @property
+    def head_dim(self) -> int:
+        return int(self.config.n_embd // self.config.n_head)
+
+    @property
+    def context(self) -> int:
+        """The longest sequence the model accepts (its trained context)."""
+        return int(self.config.n_positions)
+
     def describe(self) -> str:
         c = self.config
         n_params = sum(p.numel() for p in self.model.parameters())
