@@ -61,9 +61,10 @@ def input_device(model) -> torch.device:
 
 
 def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Keys of ``kv`` key/value heads ``(kv, T, d_h)`` -> ``(n_heads, T, d_h)``: query head h reads kv head h // (n_heads / kv).
+    """Keys of ``kv`` key/value heads ``(kv, T, d_h)`` -> ``(n_heads, T, d_h)``, one per query head.
 
-    The grouping of transformers' ``repeat_kv`` (grouped-query attention).
+    Query head h reads key/value head ``h // (n_heads / kv)``: the grouping of transformers' ``repeat_kv``
+    (grouped-query attention).
     """
     kv = k.shape[0]
     if n_heads % kv:

@@ -29,11 +29,12 @@ from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, ch
 from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
                      one_line)
 from .families import Shape, family_named, family_of
-from .gguf_cache import CACHE_ROOT, GGUF_PACKAGES, dequantised_directory, gguf_file_of, package_of
+from .gguf_cache import CACHE_ROOT, dequantised_directory, gguf_file_of, package_of
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
            "resolve_source"]
+
 
 class ByteTokenizer:
     """The byte-level vocabulary (256 tokens) of the book's own models: token = UTF-8 byte."""
@@ -88,7 +89,10 @@ class LoadedModel:
 
     @property
     def context(self) -> int:
-        """The longest sequence whose rows are full causal prefixes: the trained context, or a smaller sliding window."""
+        """The longest sequence whose rows are full causal prefixes.
+
+        The trained context, or a sliding window when one is smaller (see :mod:`.llama_family`).
+        """
         return family_of(self.config).max_tokens(self.config)[0]
 
     def describe(self) -> str:
@@ -256,16 +260,11 @@ def load_model(name_or_dir: str | os.PathLike | None = None, *, device: str = "c
 
 
 def _load_gguf(gguf_file: Path, package: str | None, cache_root, options: dict) -> LoadedModel:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import version
 
     directory, record = dequantised_directory(gguf_file, cache_root)
     model, tokenizer = _load_transformers(str(directory.resolve()), is_dir=True, **options)
-    label = _display_path(gguf_file)
-    if package is not None:
-        try:
-            label = f"{package} {version(package)}: {gguf_file.name}"
-        except PackageNotFoundError:
-            label = f"{package} {GGUF_PACKAGES[package][1]}: {gguf_file.name}"
+    label = f"{package} {version(package)}: {gguf_file.name}" if package else _display_path(gguf_file)
     tensors = ", ".join(f"{n} {t}" for t, n in record["tensor_types"].items())
     cache = (f"read from the float32 cache {_display_path(directory)}" if record["cached"] else
              f"dequantised in {record['dequantise_seconds']:.0f} s and cached as float32 in {_display_path(directory)}")
