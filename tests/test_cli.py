@@ -82,7 +82,7 @@ def test_model_that_is_not_gpt2_like(tmp_path, capsys):
     status = main(["diagnose", "--model", str(tmp_path / "bert"), "--text", str(_write(tmp_path, TEXT)),
                    "--out", str(tmp_path / "out")])
     assert status == 2
-    assert "not GPT-2-like" in capsys.readouterr().err
+    assert "'bert' model, which the q/k capture does not support" in capsys.readouterr().err
 
 
 def test_module_entry_point(tmp_path):

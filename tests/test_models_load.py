@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from critscale.models.load import (ENV_VAR, ByteTokenizer, ModelNotFoundError, NotGPT2LikeError, hub_weights_cached,
+from critscale.models.load import (ENV_VAR, ByteTokenizer, ModelNotFoundError, UnsupportedModelError, hub_weights_cached,
                                  load_model, resolve_source)
 
 
@@ -62,20 +62,10 @@ def test_directory_without_weights(tmp_path):
         load_model(directory)
 
 
-def test_not_gpt2_like(tmp_path):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=2, vocab_size=256)
-    LlamaForCausalLM(config).save_pretrained(tmp_path / "llama")
-    with pytest.raises(NotGPT2LikeError, match="not GPT-2-like"):
-        load_model(tmp_path / "llama")
-
-
 def test_config_of_another_type_without_weights(tmp_path):
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(NotGPT2LikeError, match="'bert'"):
+    with pytest.raises(UnsupportedModelError, match="'bert'"):
         load_model(tmp_path / "bert")
 
 

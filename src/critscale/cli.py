@@ -5,8 +5,8 @@ head, kappa, kappa_16 and beta_{1/2} against the row length n, the exponent gamm
 kappa ∝ (log n)^gamma, the shape of log N(t), sinks, operating points and the rescaling-rule audit.
 It writes ``heads.csv`` (one line per head), ``bins.csv``, ``entropy_curves.csv``,
 ``profiles.csv``, ``summary.json``, ``summary.txt`` and PNG figures into ``--out``, and prints
-the summary.  Exit status 2 with a one-line message for bad input (missing model, model not
-GPT-2-like, missing/empty/too-short text, bad ``--max-len``).
+the summary.  Exit status 2 with a one-line message for bad input (missing model, unsupported
+architecture, bad checkpoint, missing/empty/too-short text, bad ``--max-len``).
 """
 
 from __future__ import annotations

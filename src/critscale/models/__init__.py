@@ -1,11 +1,15 @@
 """Transformer language models for the attention diagnostic: loading, and q/k capture.
 
-- :mod:`.load`: load a model and its tokenizer from a hub name or a local directory, offline-safe;
+- :mod:`.load`: load a model and its tokenizer from a hub name, a local directory or a GGUF file, offline-safe;
+- :mod:`.families`: the supported architectures (GPT-2; the Llama family: Llama, Mistral, Qwen2), one adapter each;
+- :mod:`.gguf_cache`: GGUF files, dequantised once to float32 and cached;
 - :mod:`.capture`: q and k of every layer and head (by hooks), and the causal logit rows.
 
 Nothing here imports transformers at import time; the heavy imports happen inside the functions.
 """
 
-from .load import ENV_VAR, ByteTokenizer, LoadedModel, ModelNotFoundError, NotGPT2LikeError, load_model
+from .errors import InvalidCheckpointError, ModelNotFoundError, SequenceTooLongError, UnsupportedModelError
+from .load import ENV_VAR, ByteTokenizer, LoadedModel, load_model
 
-__all__ = ["ENV_VAR", "ByteTokenizer", "LoadedModel", "ModelNotFoundError", "NotGPT2LikeError", "load_model"]
+__all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
+           "SequenceTooLongError", "UnsupportedModelError", "load_model"]

