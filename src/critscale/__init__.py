@@ -8,10 +8,10 @@ that reconstruction it implements.
 Rows are the last axis of every array.  Entries equal to ``-inf`` are masked.
 """
 
-from .gaps import accumulation_scale, gap_counts, legendre_transform, sorted_gaps
+from .gaps import accumulation_scale, gap_counts, in_units, legendre_transform, sorted_gaps
 from .softmax import SoftmaxStats, softmax_stats
 from .roots import beta_at_entropy, beta_at_max_weight
-from . import families, limits, montecarlo, rules
+from . import bounds, crossover, families, fitting, keys, limits, montecarlo, profiles, rules
 from .record import record, record_figure
 from . import plotting, provenance, recorded
 
@@ -21,12 +21,18 @@ __all__ = [
     "accumulation_scale",
     "beta_at_entropy",
     "beta_at_max_weight",
+    "bounds",
+    "crossover",
     "families",
+    "fitting",
     "gap_counts",
+    "in_units",
+    "keys",
     "legendre_transform",
     "limits",
     "montecarlo",
     "plotting",
+    "profiles",
     "provenance",
     "record",
     "record_figure",
