@@ -95,7 +95,7 @@ def _to_numpy(x: Any, name: str, allow_bool: bool = True) -> tuple[np.ndarray, A
         if x.is_complex():
             raise ValueError(f"{name} must be real, got a complex tensor")
         if not allow_bool and x.dtype == sys.modules["torch"].bool:
-            raise ValueError(f"{name} must be real numbers, got booleans")
+            raise ValueError(f"{name} must be a real number or array, got booleans")
         x = x.detach().to("cpu").double().numpy()
     try:
         arr = np.asarray(x)
@@ -106,7 +106,7 @@ def _to_numpy(x: Any, name: str, allow_bool: bool = True) -> tuple[np.ndarray, A
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} must be real, got dtype={arr.dtype}")
     if arr.dtype == np.bool_ and not allow_bool:
-        raise ValueError(f"{name} must be real numbers, got booleans")
+        raise ValueError(f"{name} must be a real number or array, got booleans")
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise ValueError(f"{name} must be numeric, got dtype={arr.dtype}")
     return np.asarray(arr, dtype=np.float64), device

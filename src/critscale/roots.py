@@ -134,31 +134,40 @@ def _positive_sorted(gaps: np.ndarray) -> np.ndarray:
     return out
 
 
-def _exp_sums(positive: np.ndarray, beta: np.ndarray) -> _Sums:
+def _exp_sums(positive: np.ndarray, beta: np.ndarray, multiplicity: np.ndarray | None = None) -> _Sums:
     """Cancellation-free exponential sums at ``beta`` ``(rows,)`` of sorted positive gaps ``(rows, n)``.
 
-    ``positive`` comes from :func:`_positive_sorted`.  Whole rows are processed in blocks of bounded size.
+    ``positive`` comes from :func:`_positive_sorted` (or is a column subset of it, each column standing
+    for ``multiplicity[c]`` entries: the coarse stage of :func:`_solve`).  Whole rows are processed in
+    blocks of bounded size.
     """
     rows, n = positive.shape
     out = [np.zeros(rows) for _ in range(6)]
+    counts = None if multiplicity is None else np.concatenate([[0.0], np.cumsum(multiplicity)])  # (n+1,)
     for rs in row_blocks(rows, n, per_cell=4):
         gaps, b = positive[rs], beta[rs]  # (r, n), (r,)
         with np.errstate(over="ignore"):  # beta * gap beyond 1e308 is inf; e^{-800} is already 0
             x = np.minimum(b[:, None] * gaps, _EXP_CUTOFF)  # (r, n); padding gives x = 800, weight 0
         weight = np.exp(-x)  # (r, n)
+        if multiplicity is not None:
+            weight *= multiplicity
         j = np.array([np.searchsorted(row, 1.0 / bb, side="right") for row, bb in zip(gaps, b)])  # (r,)
         width = int(j.max())
         if width:
             xs = x[:, :width]  # (r, width): the near entries and a few far ones
             near = np.arange(width)[None, :] < j[:, None]  # (r, width)
-            em = np.where(near, np.expm1(-xs), 0.0)  # (r, width)
             near_weight = np.where(near, weight[:, :width], 0.0)  # (r, width)
+            em = np.where(near, np.expm1(-xs), 0.0)  # (r, width)
+            excess = np.where(near, _expm1_plus_x(np.minimum(xs, 1.0)) + xs * em, 0.0)  # (r, width)
+            if multiplicity is not None:
+                em *= multiplicity[:width]
+                excess *= multiplicity[:width]
             out[0][rs] = em.sum(axis=-1)
-            out[5][rs] = np.where(near, _expm1_plus_x(np.minimum(xs, 1.0)) + xs * em, 0.0).sum(axis=-1)
+            out[5][rs] = excess.sum(axis=-1)
             out[3][rs] = (xs * near_weight).sum(axis=-1)
             out[4][rs] = (xs * xs * near_weight).sum(axis=-1)
             weight[:, :width] -= near_weight  # far weights only from here on
-        out[2][rs] = j
+        out[2][rs] = j if counts is None else counts[j]
         xw = x * weight  # (r, n) far entries
         out[1][rs] += weight.sum(axis=-1)
         far_first = xw.sum(axis=-1)
@@ -168,16 +177,18 @@ def _exp_sums(positive: np.ndarray, beta: np.ndarray) -> _Sums:
     return _Sums(*out)
 
 
-def _solve_decreasing(lo: np.ndarray, hi: np.ndarray,
-                      value_and_slope: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-                      ) -> np.ndarray:
+ValueAndSlope = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _solve_decreasing(lo: np.ndarray, hi: np.ndarray, value_and_slope: ValueAndSlope,
+                      start: np.ndarray | None = None, rtol: float = BETA_RTOL) -> np.ndarray:
     """Solve ``F(beta) = 0`` per row for a non-increasing ``F``, bracketed by ``[lo, hi]`` (betas > 0).
 
     ``value_and_slope(rows_index, beta)`` returns ``F`` and ``dF/du`` with ``u = log beta`` for the
-    selected rows.  A row stops when its bracket in ``u`` is narrower than the tolerance (``BETA_RTOL``,
-    or 4 ulp of ``u`` when that is coarser), when a Newton step inside the bracket moves ``u`` by less
-    than it, or when ``F`` is exactly 0.
-    Returns beta per row.
+    selected rows.  The iteration starts at ``start`` (betas, clipped into the bracket) or at the
+    bracket's midpoint in ``u``.  A row stops when its bracket in ``u`` is narrower than the tolerance
+    (``rtol``, or 4 ulp of ``u`` when that is coarser), when a Newton step moves ``u`` by less than it,
+    or when ``F`` is exactly 0.  Returns beta per row.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         unrepresentable = ~(np.isfinite(lo) & np.isfinite(hi) & (lo > 0))
@@ -185,16 +196,23 @@ def _solve_decreasing(lo: np.ndarray, hi: np.ndarray,
         raise ValueError(f"the root lies beyond the float64 range (gaps too small or too large) for "
                          f"{np.count_nonzero(unrepresentable)} rows")
     u_lo, u_hi = np.log(lo), np.log(hi)  # (rows,)
-    u = 0.5 * (u_lo + u_hi)
+    u = 0.5 * (u_lo + u_hi) if start is None else np.clip(np.log(start), u_lo, u_hi)
+    beta = np.full(len(u), np.nan)  # the answer of each row once it is done
     done = np.zeros(len(u), dtype=bool)
-    # relative tolerance on beta = absolute tolerance on u, or the resolution of u itself if coarser
-    tol = np.maximum(BETA_RTOL, 4.0 * np.finfo(np.float64).eps * np.maximum(np.abs(u_lo), np.abs(u_hi)))
+
+    def tolerance(*points: np.ndarray) -> np.ndarray:
+        """Relative tolerance on beta = absolute tolerance on u, or the resolution of u if coarser."""
+        return np.maximum(rtol, 4.0 * np.finfo(np.float64).eps * np.max(np.abs(points), axis=0))
+
     for iteration in range(_MAX_ITER):
-        done |= (u_hi - u_lo) <= tol
+        narrow = ~done & ((u_hi - u_lo) <= tolerance(u_lo, u_hi))
+        beta[narrow] = np.exp(u[narrow])
+        done |= narrow
         active = np.flatnonzero(~done)
         if active.size == 0:
             break
-        value, slope = value_and_slope(active, np.exp(u[active]))
+        at = np.exp(u[active])
+        value, slope = value_and_slope(active, at)
         exact = value == 0
         above = value > 0  # F decreasing in u: the root lies at larger u
         u_lo[active[above]] = u[active[above]]
@@ -205,22 +223,53 @@ def _solve_decreasing(lo: np.ndarray, hi: np.ndarray,
         inside = np.isfinite(newton) & (newton > u_lo[active]) & (newton < u_hi[active])
         if iteration >= _NEWTON_ITER:
             inside[:] = False
-        # a Newton step below the tolerance means the root is within it (it may round to u itself)
-        settled = exact | (np.isfinite(step) & (np.abs(step) <= tol[active]))
-        u[active] = np.where(settled, np.where(exact, u[active], newton),
-                             np.where(inside, newton, 0.5 * (u_lo[active] + u_hi[active])))
+        # A Newton step below the tolerance means the root is within it.  It is applied to beta itself,
+        # beta e^step, which keeps full precision where u = log beta cannot resolve it (|u| > 4.5).
+        settled = exact | (np.isfinite(step) & (np.abs(step) <= tolerance(u[active])))
+        beta[active[settled]] = at[settled] * np.exp(np.where(exact, 0.0, step)[settled])
+        u[active] = np.where(inside, newton, 0.5 * (u_lo[active] + u_hi[active]))
         done[active[settled]] = True
     else:
         raise RuntimeError("root finding did not converge in "
                            f"{_MAX_ITER} iterations for {np.count_nonzero(~done)} rows")
-    # u = log beta resolves beta only to 4 ulp of |u| (1e-13 near beta = 1e300): one last Newton step
-    # taken on beta itself removes that limit
-    beta = np.exp(u)
-    value, slope = value_and_slope(np.arange(len(u)), beta)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        step = -value / slope
-    polish = np.isfinite(step) & (np.abs(step) <= 4.0 * tol)
-    return np.where(polish, beta * np.exp(np.where(polish, step, 0.0)), beta)
+    return beta
+
+
+_COARSE_TOP = 1024  # columns kept exactly in the coarse stage
+_COARSE_BINS = 1024  # groups of the remaining columns
+
+
+def _coarse_columns(n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Columns of a sorted row and their multiplicities for the coarse stage, or ``None`` for short rows.
+
+    The first ``_COARSE_TOP`` sorted positive gaps are kept; the rest are cut into ``_COARSE_BINS``
+    groups of consecutive sorted gaps, each represented by its middle gap counted as often as the
+    group is long (a quantile Riemann sum of the tail).
+    """
+    if n <= _COARSE_TOP + 2 * _COARSE_BINS:
+        return None
+    edges = np.linspace(_COARSE_TOP, n, _COARSE_BINS + 1).astype(np.int64)  # (bins+1,)
+    edges = np.unique(edges)
+    middles = (edges[:-1] + edges[1:]) // 2  # (bins,)
+    columns = np.concatenate([np.arange(_COARSE_TOP), middles])
+    multiplicity = np.concatenate([np.ones(_COARSE_TOP), np.diff(edges).astype(np.float64)])
+    return columns, multiplicity
+
+
+def _solve(lo: np.ndarray, hi: np.ndarray, positive: np.ndarray,
+           make: Callable[[np.ndarray, np.ndarray | None], ValueAndSlope]) -> np.ndarray:
+    """Two-stage solve: a coarse stage on a compressed copy of long rows, then the exact equation.
+
+    ``make(positive, multiplicity)`` builds the row function for sorted positive gaps (a column subset
+    with multiplicities in the coarse stage).  The coarse root (to 1e-8) only chooses the starting point;
+    the answer is the root of the exact equation, to ``BETA_RTOL``.
+    """
+    coarse = _coarse_columns(positive.shape[-1])
+    start = None
+    if coarse is not None:
+        columns, multiplicity = coarse
+        start = _solve_decreasing(lo, hi, make(positive[:, columns], multiplicity), rtol=1e-8)
+    return _solve_decreasing(lo, hi, make(positive, None), start=start)
 
 
 def beta_at_max_weight(scores: Any, p: Any = 0.5) -> Any:
@@ -264,15 +313,15 @@ def beta_at_max_weight(scores: Any, p: Any = 0.5) -> Any:
             spread = np.log((n_valid[work] - m0[work]) / excess)  # (w,) > 0
             lo = spread / largest[work]
             hi = spread / smallest[work]
-        wgaps = _positive_sorted(gaps[work])  # (w, n)
+        def make(positive: np.ndarray, multiplicity: np.ndarray | None) -> ValueAndSlope:
+            def value_and_slope(index: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                sums = _exp_sums(positive[index], b, multiplicity)
+                # Z - 1/p with the near terms' ones taken out exactly: sum(expm1) + sum(far) - (excess - j)
+                value = sums.near + sums.far - (excess[index] - sums.near_count)
+                return value, -sums.first  # dZ/d log beta = -sum(x e^{-x})
+            return value_and_slope
 
-        def value_and_slope(index: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            sums = _exp_sums(wgaps[index], b)
-            # Z - 1/p with the near terms' ones taken out exactly: sum(expm1) + sum(far) - (excess - j)
-            value = sums.near + sums.far - (excess[index] - sums.near_count)
-            return value, -sums.first  # dZ/d log beta = -sum(x e^{-x})
-
-        beta[work] = _solve_decreasing(lo, hi, value_and_slope)
+        beta[work] = _solve(lo, hi, _positive_sorted(gaps[work]), make)
     return conv.restore(beta)
 
 
@@ -316,22 +365,23 @@ def beta_at_entropy(scores: Any, h: Any) -> Any:
             lo = np.log(excess / (np.exp(target[work]) - m0[work])) / largest[work]
             hi = 2.0 / smallest[work] * np.log((1.0 + 2.0 / np.e) * excess / (target[work] - log_m0[work]))
         hi = np.maximum(hi, lo)
-        wgaps = _positive_sorted(gaps[work])  # (w, n)
         wtarget = target[work]
         wm0 = m0[work]
 
-        def value_and_slope(index: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            sums = _exp_sums(wgaps[index], b)
-            plateau = wm0[index] + sums.near_count  # M: the maximum's entries and the near ones
-            rho = (sums.near + sums.far) / plateau  # Z/M - 1 > -0.64
-            z = plateau * (1.0 + rho)
-            # H - log M = [log1p(rho) - rho/(1 + rho)] + (far + A)/Z, every term free of cancellation
-            log_hi, log_lo = _log_split(plateau)
-            value = (((log_hi - wtarget[index]) + log_lo) + _log1p_minus_ratio(rho)
-                     + (sums.far + sums.excess_first) / z)
-            mean_x = sums.first / z  # beta <Delta>
-            variance = np.maximum(sums.second / z - mean_x**2, 0.0)  # Var(beta Delta)
-            return value, -variance  # dH/d log beta = -beta^2 Var(Delta)
+        def make(positive: np.ndarray, multiplicity: np.ndarray | None) -> ValueAndSlope:
+            def value_and_slope(index: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                sums = _exp_sums(positive[index], b, multiplicity)
+                plateau = wm0[index] + sums.near_count  # M: the maximum's entries and the near ones
+                rho = (sums.near + sums.far) / plateau  # Z/M - 1 > -0.64
+                z = plateau * (1.0 + rho)
+                # H - log M = [log1p(rho) - rho/(1 + rho)] + (far + A)/Z, every term free of cancellation
+                log_hi, log_lo = _log_split(plateau)
+                value = (((log_hi - wtarget[index]) + log_lo) + _log1p_minus_ratio(rho)
+                         + (sums.far + sums.excess_first) / z)
+                mean_x = sums.first / z  # beta <Delta>
+                variance = np.maximum(sums.second / z - mean_x**2, 0.0)  # Var(beta Delta)
+                return value, -variance  # dH/d log beta = -beta^2 Var(Delta)
+            return value_and_slope
 
-        beta[work] = _solve_decreasing(lo, hi, value_and_slope)
+        beta[work] = _solve(lo, hi, _positive_sorted(gaps[work]), make)
     return conv.restore(beta)

@@ -125,7 +125,7 @@ def drift(rule: Callable[[Any], Any], family: Union[str, "families.Family"], n: 
     """
     fam = families.get(family)
     n = _as_n(n)
-    n_ref = float(as_number(n_ref, "n_ref", minimum=1))
+    n_ref = as_number(n_ref, "n_ref", minimum=1)
 
     def operating_point(m: Any) -> np.ndarray:
         return np.asarray(rule(m), dtype=np.float64) / fam.kappa_bar(m)
@@ -138,13 +138,13 @@ def loglog_exponent(law: Callable[[Any], Any], n: Any, step: float = 1e-4) -> fl
 
     A central difference of half-width ``step`` in :math:`\\log\\log n`; the exponent is ``a`` for
     :math:`f = (\\log n)^a` (so 1/2 for :func:`sqrt_2_log_n`, 2 for :func:`log_n_squared`).  Used by
-    chapter 10 (prop-10-rules, item 3) to name the family each rule matches.  ``n > e`` is required
+    chapter 10 (prop-10-rules, item 3) to name the family each rule matches.  ``n > 1`` is required
     (``log log n`` must exist).
 
     Test: ``tests/test_limits_rules.py::test_loglog_exponent_of_known_laws`` (exact powers of
     ``log n`` to 1e-7; a derivative in ``log n`` instead, a plausible slip, gives 1/log log n times it).
     """
-    n = as_number(n, "n", minimum=np.e, strict=True)
+    n = as_number(n, "n", minimum=1, strict=True)
     step = as_number(step, "step", minimum=0, strict=True)
     loglog = np.log(np.log(n))
     up, down = np.exp(np.exp(loglog + step)), np.exp(np.exp(loglog - step))
