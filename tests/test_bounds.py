@@ -68,6 +68,11 @@ def test_free_energy_bounds():
     assert critscale.legendre_transform(ZIPF, 0.25) > log_z[0]  # a lower bound at theta * beta would fail
     with pytest.raises(ValueError, match="theta must be in"):
         bounds.free_energy_bounds(ZIPF, 1.0, theta=1.0)
+    # chapter 09's inline upper bound, bit for bit
+    rows = families.family_rows("gauss", 256, 3, seed=1)
+    beta = np.array([0.25, 0.5, 0.75]) * families.get("gauss").kappa_bar(256)
+    assert np.array_equal(bounds.free_energy_bounds(rows, beta, theta=0.5).upper,
+                          critscale.legendre_transform(rows, 0.5 * beta) + np.log(1 / (1 - 0.5)))
 
 
 def test_collapse_bounds():

@@ -151,6 +151,12 @@ def test_loglog_exponent_of_known_laws():
     assert 1.5 < rules.loglog_exponent(rules.RULES["yarn"], 2.0**30) < 2.0
     gauss = critscale.families.get("gauss")
     assert rules.loglog_exponent(gauss.kappa_bar, 2.0**30) == pytest.approx(0.5, abs=0.1)
+    # chapter 10's inline central difference, bit for bit
+    h, n = 1e-4, 2.0**30
+    loglog = np.log(np.log(n))
+    up, down = np.exp(np.exp(loglog + h)), np.exp(np.exp(loglog - h))
+    law = critscale.families.get("edge").kappa_bar
+    assert rules.loglog_exponent(law, n) == float((np.log(law(up)) - np.log(law(down))) / (2 * h))
     with pytest.raises(ValueError, match="n must be finite and > 1"):
         rules.loglog_exponent(rules.sqrt_2_log_n, 1.0)  # log log n needs n > 1
 
