@@ -126,16 +126,6 @@ def test_law_is_the_leading_order_of_kappa_bar():
     assert families.get("ptail3").law(1e6) == pytest.approx(families.get("ptail3").kappa_bar(1e6))
 
 
-def test_dimension_crossover_table():
-    """theory.md §4.1: kappa_bar(sphere d) / (sqrt(d) * kappa_bar(gauss)), quoted to 3 digits."""
-    quoted = {16: (1.38, 3.24, 15.3), 64: (1.08, 1.30, 1.82), 128: (1.04, 1.14, 1.34)}
-    gauss = families.get("gauss")
-    for d, values in quoted.items():
-        sphere = families.get(f"sphere{d}")
-        ratios = [sphere.kappa_bar(2.0**k) / (math.sqrt(d) * gauss.kappa_bar(2.0**k)) for k in (8, 20, 40)]
-        assert np.allclose(ratios, values, rtol=6e-3)
-
-
 def test_bad_family_arguments():
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="n must be"):
@@ -150,3 +140,38 @@ def test_bad_family_arguments():
         families.get("planted").sf(0.0)
     with pytest.raises(ValueError, match="rho"):
         families.simplex(rho=0.99, eta=0.05)
+
+
+def test_family_rows_follows_the_seed_convention():
+    """family_rows(name, n, rows, seed) is the notebooks' default_rng([seed, STANDARD.index(name), n]) draw, bit for bit.
+
+    A wrong stream index (e.g. the position in names()), or seed and n swapped, draws different rows.
+    """
+    for name in families.STANDARD:
+        for n, rows, seed in ((64, 3, 12697), (1000, 2, 8)):
+            expected = families.get(name).sample(n, rows, np.random.default_rng([seed, families.STANDARD.index(name), n]))
+            assert np.array_equal(families.family_rows(name, n, rows, seed), expected)
+    swapped = families.get("gauss").sample(64, 3, np.random.default_rng([64, 0, 12697]))
+    assert not np.array_equal(families.family_rows("gauss", 64, 3, 12697), swapped)
+    # a sequence seed is flattened in front; families outside STANDARD need their own stream (chapter 11 uses d)
+    assert np.array_equal(families.family_rows("gauss", 32, 2, [1, 2]),
+                          families.get("gauss").sample(32, 2, np.random.default_rng([1, 2, 0, 32])))
+    assert np.array_equal(families.family_rows("sphere16", 32, 2, 5, stream=16),
+                          families.get("sphere16").sample(32, 2, np.random.default_rng([5, 16, 32])))
+    with pytest.raises(ValueError, match="stream"):
+        families.family_rows("sphere16", 32, 2, 5)
+    with pytest.raises(ValueError, match="rows must be"):
+        families.family_rows("gauss", 32, -1, 5)
+
+
+def test_family_fields_are_public():
+    """Family is built from keywords without leading underscores (issue 13)."""
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(families.Family)]
+    assert not [name for name in names if name.startswith("_")]
+    custom = families.Family(name="const", domain="step", law_label="1",
+                             sampler=lambda rng, n, rows: np.zeros((rows, n)),
+                             kappa_bar_formula=np.ones_like, law_formula=np.ones_like)
+    assert custom.sample(3, 2, np.random.default_rng(0)).shape == (2, 3) and custom.kappa_bar(10.0) == 1.0
+    assert not custom.iid

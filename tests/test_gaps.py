@@ -158,3 +158,26 @@ def test_torch_round_trip():
     counts = critscale.gap_counts(scores, torch.tensor([0.0, 1.0]))
     assert isinstance(counts, torch.Tensor) and counts.shape == (3, 2)
     assert isinstance(critscale.sorted_gaps(scores), torch.Tensor)
+
+
+def test_in_units_rescales_kappa_and_softmax():
+    """in_units(s, kappa) has kappa = 1 and softmax at x equal to the row's at x kappa; it is chapters 02/03's
+    expression bit for bit.  Scaling without the shift would keep kappa but lose the rounding guarantee;
+    dividing by the scale would give kappa = kappa^2."""
+    rng = np.random.default_rng(4)
+    scores = np.concatenate([families.get(name).sample(50, 4, rng) for name in ("gauss", "unif", "planted")])
+    scores[0, :5] = -np.inf  # masked entries stay masked
+    kappa = critscale.accumulation_scale(scores)
+    unit = critscale.in_units(scores, kappa)
+    assert np.array_equal(unit, (scores - scores.max(axis=-1, keepdims=True)) * kappa[:, None])
+    assert np.allclose(critscale.accumulation_scale(unit), 1.0, rtol=1e-14)
+    assert np.all(np.isneginf(unit[0, :5]))
+    x = np.array([0.3, 1.0, 4.0])
+    for row, k, u in zip(scores, kappa, unit):
+        assert np.allclose(critscale.softmax_stats(u, x).entropy, critscale.softmax_stats(row, x * k).entropy,
+                           rtol=1e-12, atol=1e-14)
+    assert critscale.in_units(scores[:2], 2.0).shape == (2, 50)  # a scalar scale applies to every row
+    with pytest.raises(ValueError, match="scale must be finite and > 0"):
+        critscale.in_units(scores[:2], np.array([1.0, 0.0]))
+    with pytest.raises(ValueError, match="does not match the batch shape"):
+        critscale.in_units(scores[:2], np.ones(3))

@@ -113,12 +113,21 @@ def test_rules_audit_numbers_of_theory():
     lo, hi = 2.0**10, 2.0**30
 
     def drift(rule, family):
-        return (rule(hi) / family.kappa_bar(hi)) / (rule(lo) / family.kappa_bar(lo))
+        return rules.drift(rule, family, hi, lo)
 
     assert drift(rules.sqrt_2_log_n, planted) == pytest.approx(0.58, abs=0.005)
     assert drift(rules.log_n_squared, planted) == pytest.approx(3.0, abs=0.005)
     assert drift(lambda m: math.log(m), planted) == pytest.approx(1.0, rel=1e-14)
     assert drift(rules.RULES["yarn"], gauss) == pytest.approx(2.8, abs=0.05)
+    # the inverse ratio (n_ref over n), a plausible slip, gives 1/0.58 and 1/3
+    assert rules.drift(rules.sqrt_2_log_n, planted, lo, hi) == pytest.approx(1 / 0.58, abs=0.02)
+    # chapter 10's relative_ratio and drift, bit for bit
+    n_grid = 2.0 ** np.arange(8, 30.25, 0.25)
+    fam = critscale.families.get("gauss")
+    at = lambda m: np.asarray(rules.log_n_squared(m), dtype=float) / fam.kappa_bar(m)  # noqa: E731
+    assert np.array_equal(rules.drift(rules.log_n_squared, "gauss", n_grid, 4096), at(n_grid) / at(4096.0))
+    chapter = float((rules.ssmax(hi) / planted.kappa_bar(hi)) / (rules.ssmax(lo) / planted.kappa_bar(lo)))
+    assert rules.drift(rules.ssmax, planted, hi, lo) == chapter
 
 
 def test_rules_reject_bad_n():
@@ -130,3 +139,45 @@ def test_rules_reject_bad_n():
         rules.entropy_invariant(10, 1)
     with pytest.raises(ValueError, match="s must be"):
         rules.ssmax(10, s=-1)
+
+
+def test_loglog_exponent_of_known_laws():
+    """d log f / d log log n is a for (log n)^a (1e-7; a log n derivative instead would give a/log n)."""
+    for n in (2.0**10, 2.0**40):
+        assert rules.loglog_exponent(rules.sqrt_2_log_n, n) == pytest.approx(0.5, abs=1e-7)
+        assert rules.loglog_exponent(rules.log_n_squared, n) == pytest.approx(2.0, abs=1e-7)
+        assert rules.loglog_exponent(lambda m: np.log(m) ** 1.5, n) == pytest.approx(1.5, abs=1e-7)
+    # YaRN tends to (log n)^2: its effective exponent approaches 2 from below
+    assert 1.5 < rules.loglog_exponent(rules.RULES["yarn"], 2.0**30) < 2.0
+    gauss = critscale.families.get("gauss")
+    assert rules.loglog_exponent(gauss.kappa_bar, 2.0**30) == pytest.approx(0.5, abs=0.1)
+    # chapter 10's inline central difference, bit for bit
+    h, n = 1e-4, 2.0**30
+    loglog = np.log(np.log(n))
+    up, down = np.exp(np.exp(loglog + h)), np.exp(np.exp(loglog - h))
+    law = critscale.families.get("edge").kappa_bar
+    assert rules.loglog_exponent(law, n) == float((np.log(law(up)) - np.log(law(down))) / (2 * h))
+    with pytest.raises(ValueError, match="n must be finite and > 1"):
+        rules.loglog_exponent(rules.sqrt_2_log_n, 1.0)  # log log n needs n > 1
+
+
+def test_su_mean_field_entropy_on_step_rows():
+    """Su's formula on the step row (g, 0, ..., 0) is Lambda(beta) + beta g/n exactly (chapter 10, item 1);
+    with the mean over the bulk only (excluding the top), or n - 1 for n, it would not be.  It also equals
+    chapter 10's inline expression bit for bit, and masked entries are left out."""
+    for n in (2**6, 2**12):
+        row = np.zeros((1, n))
+        row[0, 0] = 1.0
+        beta = np.array([0.1, 0.5, 0.9]) * np.log(n)
+        su = rules.su_mean_field_entropy(row, beta)[0]
+        legendre = critscale.legendre_transform(row, beta)[0]
+        assert np.allclose(su - legendre, beta / n, rtol=1e-9, atol=0)
+        gap = row.max(axis=-1) - row.mean(axis=-1)
+        assert np.array_equal(su, (np.log(n) - beta[None, :] * gap[:, None])[0])
+    rng = np.random.default_rng(3)
+    scores = rng.standard_normal((5, 40))
+    beta = np.array([0.5, 2.0])
+    assert np.array_equal(rules.su_mean_field_entropy(scores, beta),
+                          np.log(40) - beta[None, :] * (scores.max(-1) - scores.mean(-1))[:, None])
+    masked = np.array([1.0, 0.0, -np.inf, 0.0])
+    assert rules.su_mean_field_entropy(masked, 1.0) == pytest.approx(math.log(3) - (1.0 - 1.0 / 3))

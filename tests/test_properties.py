@@ -1,7 +1,8 @@
-"""Property tests (hypothesis): invariances, monotonicity, Lemma 0, Theorems 1-3 and Corollary 5 on every row.
+"""Property tests (hypothesis): invariances, monotonicity, Lemma 0, Theorems 1-3 and Corollaries 4-5 on every row.
 
 Rows are drawn from every family (with random scale, masked entries and rounding that creates ties)
-and from a coarse dyadic grid (exact arithmetic, many ties).  theory.md §3.1-§3.2.
+and from a coarse dyadic grid (exact arithmetic, many ties).  theory.md §3.1-§3.2.  The bounds are the
+library's own (critscale.bounds); tests/test_bounds.py shows on exact rows that each can fail.
 """
 
 import math
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import critscale
-from critscale import families
+from critscale import bounds, families
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -122,42 +123,40 @@ def test_laplace_stieltjes_identity(row):
 @SETTINGS
 @given(rows())
 def test_theorem1_free_energy_sandwich(row):
-    """Lambda(beta) <= log Z <= Lambda(theta beta) + log 1/(1-theta), and H >= log Z (Theorem 1)."""
+    """thm-02-sandwich (critscale.bounds.free_energy_bounds): Lambda(beta) <= log Z <= Lambda(theta beta) +
+    log 1/(1-theta), and H >= log Z, on every drawn row."""
     betas = beta_grid(row)
     stats = critscale.softmax_stats(row, betas)
-    legendre = critscale.legendre_transform(row, betas)
-    assert np.all(legendre <= stats.log_z * (1 + SLACK) + 1e-15)
     assert np.all(stats.entropy >= stats.log_z * (1 - SLACK) - 1e-15)
     for theta in (0.1, 0.5, 0.9):
-        upper = critscale.legendre_transform(row, theta * betas) + math.log(1 / (1 - theta))
-        assert np.all(stats.log_z <= upper * (1 + SLACK))
+        sandwich = bounds.free_energy_bounds(row, betas, theta=theta)
+        assert np.all(sandwich.lower <= stats.log_z * (1 + SLACK) + 1e-15)
+        assert np.all(stats.log_z <= sandwich.upper * (1 + SLACK))
 
 
 @SETTINGS
 @given(rows())
 def test_theorem2_supercritical_collapse(row):
-    """For a unique maximum and beta > kappa: Z - 1 <= kappa/(beta - kappa), 1 - p_max <= kappa/beta;
-    beta > 2 kappa: H <= kappa/(beta-kappa) + (4/e) kappa/(beta - 2 kappa); beta >= 4 kappa: H < 4.28 kappa/beta."""
+    """thm-03-collapse (critscale.bounds.collapse_bounds) for a unique maximum at beta/kappa from 1.01 to 1e4."""
     kappa = float(critscale.accumulation_scale(row))
     if not (np.isfinite(kappa) and kappa > 0):
         return  # tied maximum (kappa = inf) or a single valid entry (kappa = 0): nothing to bound
     ratios = np.array([1.01, 1.5, 2.5, 4.0, 10.0, 100.0, 1e4])
     betas = ratios * kappa
     stats = critscale.softmax_stats(row, betas)
-    z_minus_one = np.expm1(stats.log_z)
-    assert np.all(z_minus_one <= kappa / (betas - kappa) * (1 + SLACK))
-    assert np.all(1 - stats.max_weight <= (kappa / betas) * (1 + SLACK) + 1e-15)
-    far = ratios > 2
-    bound = kappa / (betas - kappa) + 4 / math.e * kappa / (betas - 2 * kappa)
-    assert np.all(stats.entropy[far] <= bound[far] * (1 + SLACK))
-    farther = ratios >= 4
-    assert np.all(stats.entropy[farther] <= 4.28 * kappa / betas[farther])
+    collapse = bounds.collapse_bounds(kappa, betas)
+    assert np.all(np.expm1(stats.log_z) <= collapse.z_minus_one * (1 + SLACK))
+    assert np.all(-np.expm1(-stats.log_z) <= collapse.outside * (1 + SLACK) + 1e-15)
+    assert np.all(stats.entropy <= collapse.entropy * (1 + SLACK))
+    assert np.all(stats.entropy <= collapse.entropy_simple * (1 + SLACK))
+    assert np.all(np.isfinite(collapse.entropy[ratios > 2])) and np.all(np.isfinite(collapse.entropy_simple[ratios >= 4]))
 
 
 @SETTINGS
 @given(rows())
 def test_theorem3_subcritical_spreading(row):
-    """For beta < kappa_K: p_max <= e^{-Lambda(beta)} <= K^{-(1 - beta/kappa_K)} and H >= (1 - beta/kappa_K) log K."""
+    """thm-03-spreading (critscale.bounds.spreading_bounds) for beta < kappa_K, K in {2, 3, 5, n}, and its
+    dispersion case cor-03-dispersion (critscale.bounds.dispersion_bounds)."""
     for K in sorted({2, 3, 5, valid_count(row)}):
         if K < 2:
             continue
@@ -168,29 +167,41 @@ def test_theorem3_subcritical_spreading(row):
         betas = fractions * kappa_k
         stats = critscale.softmax_stats(row, betas)
         legendre_bound = np.exp(-critscale.legendre_transform(row, betas))
-        power_bound = float(K) ** -(1 - fractions)
+        spread = bounds.spreading_bounds(kappa_k, betas, K)
         assert np.all(stats.max_weight <= legendre_bound * (1 + SLACK))
-        assert np.all(legendre_bound <= power_bound * (1 + SLACK))
-        assert np.all(stats.entropy >= (1 - fractions) * math.log(K) * (1 - SLACK))
+        assert np.all(legendre_bound <= spread.max_weight * (1 + SLACK))
+        assert np.all(stats.entropy >= spread.entropy * (1 - SLACK))
+        if K == valid_count(row):
+            dispersion = bounds.dispersion_bounds(row, betas)
+            assert np.all(stats.max_weight <= dispersion.max_weight * (1 + 1e-9))
+            assert np.all(stats.entropy >= dispersion.entropy - 1e-9 * np.abs(dispersion.entropy))
 
 
 @SETTINGS
 @given(rows())
-def test_corollary5_brackets(row):
-    """kappa_K (1 - log 2/log K) <= beta_1/2 <= 2 kappa; kappa_K (1 - H0/log K) <= beta(H0) <= max(4, 4.28/H0) kappa."""
+def test_corollaries_4_and_5(row):
+    """cor-04-brackets (bounds.beta_half_bracket, bounds.beta_entropy_bracket) and cor-04-critical-scale
+    (bounds.critical_scale_bounds) on every drawn row with a unique maximum."""
     n_valid = valid_count(row)
     kappa = float(critscale.accumulation_scale(row))
     if n_valid < 2 or not np.isfinite(kappa):
         return  # no root exists (single entry) or the maximum is tied (checked in test_roots)
     beta_half = float(critscale.beta_at_max_weight(row, 0.5))
-    assert beta_half <= 2 * kappa * (1 + SLACK)
     targets = [h for h in (0.3, 1.0) if h < math.log(n_valid)]
     beta_h = {h: float(critscale.beta_at_entropy(row, h)) for h in targets}
-    for h, b in beta_h.items():
-        assert b <= max(4.0, 4.28 / h) * kappa * (1 + SLACK)
     for K in range(2, n_valid + 1):
         kappa_k = float(critscale.accumulation_scale(row, K=K))
-        assert kappa_k * (1 - math.log(2) / math.log(K)) <= beta_half * (1 + SLACK)
+        half = bounds.beta_half_bracket(kappa, kappa_k, K)
+        assert half.lower <= beta_half * (1 + SLACK) and beta_half <= half.upper * (1 + SLACK)
         for h, b in beta_h.items():
+            bracket = bounds.beta_entropy_bracket(kappa, kappa_k, K, h)
+            assert b <= bracket.upper * (1 + SLACK)
             if h < math.log(K):
-                assert kappa_k * (1 - h / math.log(K)) <= b * (1 + SLACK)
+                assert bracket.lower <= b * (1 + SLACK)
+        betas = np.array([0.1, 0.5, 4.0, 20.0]) * kappa
+        stats = critscale.softmax_stats(row, betas)
+        critical = bounds.critical_scale_bounds(kappa, kappa_k, K, betas)
+        assert np.all(critical.max_weight_low <= stats.max_weight * (1 + SLACK))
+        assert np.all(stats.entropy <= critical.entropy_high * (1 + SLACK) + 1e-15)
+        assert np.all(stats.max_weight <= critical.max_weight_high * (1 + SLACK))
+        assert np.all(critical.entropy_low <= stats.entropy * (1 + SLACK))

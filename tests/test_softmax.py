@@ -115,3 +115,16 @@ def test_torch_in_torch_out():
     probs = torch.softmax(2.0 * scores, dim=-1)
     assert torch.allclose(stats.collision[:, 1], (probs**2).sum(-1), rtol=1e-12, atol=0)
     assert np.array_equal(stats.entropy.numpy(), reference.entropy)
+
+
+def test_scalar_beta_is_one_column_of_a_beta_array():
+    """softmax_stats(s, 1.0) equals the first column of softmax_stats(s, [1, 1]) bit for bit, so chapter 03's
+    stats_at_one work-around (two betas, one column kept) can become a plain scalar call without changing a
+    recorded number; a different summation order for one beta would break the equality."""
+    rng = np.random.default_rng(6)
+    scores = np.concatenate([families.get(name).sample(300, 7, rng) for name in ("gauss", "unif", "planted")])
+    scores[2, :50] = -np.inf
+    single = critscale.softmax_stats(scores, 1.0)
+    pair = critscale.softmax_stats(scores, np.array([1.0, 1.0]))
+    for a, b in zip(single, pair):
+        assert np.array_equal(a, b[:, 0])

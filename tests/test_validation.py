@@ -96,3 +96,68 @@ def test_torch_bad_input():
         critscale.softmax_stats(torch.tensor([0.0, float("nan")]), 1.0)
     with pytest.raises(ValueError, match=">= 0"):
         critscale.softmax_stats(torch.tensor([0.0, 1.0]), torch.tensor([-1.0]))
+
+
+# ---------------------------------------------------------------- messages that name the problem (issue 14, item 11)
+
+def test_ragged_rows_are_named_as_ragged():
+    """A ragged nested list is reported as ragged, not with numpy's 'setting an array element with a sequence'."""
+    for function, _ in SCORE_FUNCTIONS:
+        with pytest.raises(ValueError, match="ragged") as caught:
+            function([[0.0, -1.0], [0.0]])
+        assert "setting an array element" not in str(caught.value)
+
+
+def test_non_integer_length_is_named_not_the_seed():
+    """n = 1024.7 (e.g. from a params file) must say 'n must be an integer', not that the seed is wrong."""
+    from critscale import families, montecarlo
+
+    for call in (lambda: families.family_rows("gauss", 1024.7, 4, seed=12697),
+                 lambda: montecarlo.run("gauss", 1024.7, 4, lambda s: {"m": s.max(axis=-1)}, seed=1),
+                 lambda: families.get("gauss").sample(1024.7, 4, np.random.default_rng(0))):
+        with pytest.raises(ValueError, match="n must be an integer") as caught:
+            call()
+        assert "seed" not in str(caught.value).lower()
+
+
+def test_ssmax_with_a_list_of_s_names_s():
+    with pytest.raises(ValueError, match="s must be a single number"):
+        critscale.rules.ssmax(10, s=[0.4, 0.5])
+    with pytest.raises(ValueError, match="s must be"):
+        critscale.rules.ssmax(10, s="0.4")
+
+
+@pytest.mark.parametrize("d", [math.inf, -math.inf, math.nan, 2.5, "5", True])
+def test_sphere_with_a_bad_dimension_is_a_value_error(d):
+    """families.sphere(inf) raised OverflowError from int(inf); every bad d is one ValueError naming d."""
+    with pytest.raises(ValueError, match="d must be an integer >= 2"):
+        critscale.families.sphere(d)
+
+
+@pytest.mark.parametrize("bad", ["10", True, np.bool_(True), [True, False], b"10"])
+def test_rules_refuse_strings_and_booleans(bad):
+    """rules.* accepted n = "10" (converted to 10.0) and n = True (1.0); both are refused, naming n."""
+    rules = critscale.rules
+    for rule in (rules.sqrt_2_log_n, rules.ssmax, rules.log_n_squared, rules.yarn, rules.entropy_invariant,
+                 *rules.RULES.values()):
+        with pytest.raises(ValueError, match="n must be a real number"):
+            rule(bad)
+    with pytest.raises(ValueError, match="n_train must be a real number"):
+        rules.yarn(100, n_train=bad)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: critscale.families.ptail("3"), "p must be a real number"),
+    (lambda: critscale.families.ptail([2.0, 3.0]), "p must be a single number"),
+    (lambda: critscale.families.planted(g=0.0), "g must be finite and > 0"),
+    (lambda: critscale.families.edge(q=math.inf), "q must be finite and > 0"),
+    (lambda: critscale.families.get("gauss").kappa_bar(True), "n must be a real number"),
+    (lambda: critscale.families.get("gauss").kappa_bar("1000"), "n must be a real number"),
+    (lambda: critscale.limits.pd_entropy(True), "c must be a real number"),
+    (lambda: critscale.limits.poisson_arrivals(2.5, 3, np.random.default_rng(0)), "k must be an integer"),
+    (lambda: critscale.montecarlo.run("gauss", 8, 2, lambda s: {"m": s.max(axis=-1)}, seed=[1, True]), "seed"),
+    (lambda: critscale.montecarlo.run("gauss", 8, 2, lambda s: {"m": s.max(axis=-1)}, seed=[]), "seed"),
+])
+def test_parameters_are_validated_by_one_helper(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

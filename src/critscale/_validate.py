@@ -1,7 +1,7 @@
 """Input checking and array conversion shared by the critscale reference functions.
 
-Every public function of the library funnels its inputs through this module, so the rules of
-TEAM.md hold in one place:
+Every public function of the library funnels its inputs through this module, so the input rules
+of the project hold in one place:
 
 - rows are the last axis; any number of leading batch axes is allowed;
 - ``-inf`` entries are *masked* positions (excluded from every count and sum), never errors;
@@ -9,6 +9,9 @@ TEAM.md hold in one place:
   ``K < 2``, thresholds that are unsorted or negative, and mismatched shapes raise ``ValueError``
   with a message that names the problem;
 - nothing is silently clipped;
+- lengths, counts, seeds and parameters (:func:`as_real`, :func:`as_number`, :func:`as_integer`,
+  :func:`as_seed`) refuse booleans, strings and non-finite or out-of-range values with one line that
+  names the argument; :func:`scalar_or_array` turns a 0-d result into a Python float;
 - numpy (or lists) in gives numpy out; a ``torch.Tensor`` in gives a ``torch.Tensor`` out on the same
   device.  All computation happens in numpy float64, and outputs are float64 in both cases.
 
@@ -26,6 +29,11 @@ import numpy as np
 
 __all__ = [
     "MAX_ELEMENTS",
+    "as_real",
+    "as_number",
+    "as_integer",
+    "as_seed",
+    "scalar_or_array",
     "Converted",
     "as_scores",
     "as_beta",
@@ -79,22 +87,94 @@ class Converted:
         return torch.from_numpy(np.ascontiguousarray(out)).to(self.device)
 
 
-def _to_numpy(x: Any, name: str) -> tuple[np.ndarray, Any]:
+def _to_numpy(x: Any, name: str, allow_bool: bool = True) -> tuple[np.ndarray, Any]:
     """Convert an array-like (numpy, list, torch) to a float64 numpy array; report the torch device."""
     device = None
     if _is_torch(x):
         device = x.device
         if x.is_complex():
             raise ValueError(f"{name} must be real, got a complex tensor")
+        if not allow_bool and x.dtype == sys.modules["torch"].bool:
+            raise ValueError(f"{name} must be a real number or array, got booleans")
         x = x.detach().to("cpu").double().numpy()
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+    except ValueError:  # numpy refuses ragged nested lists
+        raise ValueError(f"{name} must be a rectangular array: its rows have different lengths (ragged input)") from None
     if arr.dtype == object:
         raise ValueError(f"{name} must be a numeric array, got dtype=object (ragged input?)")
     if np.iscomplexobj(arr):
         raise ValueError(f"{name} must be real, got dtype={arr.dtype}")
+    if arr.dtype == np.bool_ and not allow_bool:
+        raise ValueError(f"{name} must be a real number or array, got booleans")
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise ValueError(f"{name} must be numeric, got dtype={arr.dtype}")
     return np.asarray(arr, dtype=np.float64), device
+
+
+def _is_text_or_bool(value: Any) -> bool:
+    return isinstance(value, (str, bytes, bool, np.bool_))
+
+
+def as_real(value: Any, name: str, *, minimum: float = -np.inf, strict: bool = False,
+            allow_inf: bool = False) -> np.ndarray:
+    """Validate a real scalar or array of values ``>= minimum`` (``> minimum`` when ``strict``).
+
+    Booleans, strings, complex and object arrays are refused, and so are NaN and (unless
+    ``allow_inf``) infinite values.  Returns a float64 array of the input's shape (0-d for a scalar).
+    """
+    if _is_text_or_bool(value):
+        raise ValueError(f"{name} must be a real number or array, got {type(value).__name__} {value!r}")
+    arr, _ = _to_numpy(value, name, allow_bool=False)
+    relation = ">" if strict else ">="
+    requirement = f"{'' if allow_inf else 'finite and '}{relation} {minimum:g}"
+    bad = np.isnan(arr) | (arr <= minimum if strict else arr < minimum)
+    if not allow_inf:
+        bad |= np.isinf(arr)
+    if bad.any():
+        shown = arr if arr.ndim == 0 else arr[bad][:5]
+        raise ValueError(f"{name} must be {requirement}, got {shown}")
+    return arr
+
+
+def as_number(value: Any, name: str, *, minimum: float = -np.inf, strict: bool = False,
+              allow_inf: bool = False) -> float:
+    """Validate one real number (:func:`as_real` restricted to a scalar) and return it as a float."""
+    if not _is_text_or_bool(value) and np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a single number, got an array of shape {np.shape(value)}")
+    return float(as_real(value, name, minimum=minimum, strict=strict, allow_inf=allow_inf))
+
+
+def as_integer(value: Any, name: str, minimum: int = 0) -> int:
+    """Validate one integer ``>= minimum`` (an integral float such as ``4.0`` is accepted) and return it."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    integral = isinstance(value, (int, np.integer)) and not _is_text_or_bool(value)
+    if not integral and isinstance(value, (float, np.floating)):
+        integral = bool(np.isfinite(value)) and float(value).is_integer()
+    if not integral:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def as_seed(seed: Any, name: str = "seed") -> tuple[int, ...]:
+    """Validate a seed: a non-negative integer or a non-empty sequence of them; returns a tuple."""
+    if _is_text_or_bool(seed):
+        raise ValueError(f"{name} entries must be non-negative integers, got {seed!r}")
+    items = (seed,) if np.ndim(seed) == 0 else tuple(np.asarray(seed, dtype=object).ravel())
+    if not items:
+        raise ValueError(f"{name} must not be empty")
+    try:
+        return tuple(as_integer(item, name, 0) for item in items)
+    except ValueError:
+        raise ValueError(f"{name} entries must be non-negative integers, got {seed!r}") from None
+
+
+def scalar_or_array(arr: np.ndarray) -> Any:
+    """A Python float for a 0-d result, the array itself otherwise."""
+    return float(arr) if np.ndim(arr) == 0 else arr
 
 
 def describe_rows(bad: np.ndarray, batch_shape: tuple[int, ...], limit: int = 10) -> str:

@@ -48,7 +48,8 @@ name                    one row                                                 
   can show the drift.
 
 Every sampler is vectorised over rows and takes a ``numpy.random.Generator``; the planted entry is
-column 0 (positions never matter to the statistics).
+column 0 (positions never matter to the statistics).  :func:`family_rows` draws the seeded rows of the
+book's convention, ``default_rng([seed, family index, n])`` (theory.md §5).
 """
 
 from __future__ import annotations
@@ -56,16 +57,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 from scipy import special, stats
+
+from ._validate import as_integer, as_number, as_real, as_seed, scalar_or_array
 
 __all__ = [
     "Family",
     "STANDARD",
     "get",
     "names",
+    "family_rows",
     "gauss",
     "ptail",
     "logexp",
@@ -78,20 +82,10 @@ __all__ = [
     "pareto",
 ]
 
-DOMAINS = ("gumbel", "weibull", "step", "frechet")
 
-
-def _check_n(n: Any) -> np.ndarray:
-    """Validate a row length (scalar or array of positive integers-as-floats)."""
-    arr = np.asarray(n, dtype=np.float64)
-    if not np.all(np.isfinite(arr)) or np.any(arr < 1):
-        raise ValueError(f"n must be finite and >= 1, got {n!r}")
-    return arr
-
-
-def _as_output(arr: np.ndarray) -> Any:
-    """Return a Python float for 0-d results, the array otherwise."""
-    return float(arr) if np.ndim(arr) == 0 else arr
+def _lengths(n: Any, minimum: int = 1) -> np.ndarray:
+    """Row lengths as a float64 array: real, finite and ``>= minimum`` (not necessarily integers)."""
+    return as_real(n, "n", minimum=minimum)
 
 
 @dataclass(frozen=True)
@@ -113,58 +107,57 @@ class Family:
     weibull_alpha:
         the endpoint exponent :math:`\\alpha` (Weibull families only), the ``alpha`` of
         :func:`critscale.limits.weibull_gaps`.
+    sampler, kappa_bar_formula, law_formula, survival, upper_quantile:
+        the formulas behind :meth:`sample`, :meth:`kappa_bar`, :meth:`law`, :meth:`sf` and
+        :meth:`quantile` (``survival`` and ``upper_quantile`` are ``None`` for non-i.i.d. rows); call the
+        methods, which validate their arguments.
+    min_n:
+        the smallest row length the family is defined for.
     """
 
     name: str
     domain: str
     law_label: str
-    _sample_rows: Callable[[np.random.Generator, int, int], np.ndarray] = field(repr=False)
-    _kappa_bar: Callable[[np.ndarray], np.ndarray] = field(repr=False)
-    _law: Callable[[np.ndarray], np.ndarray] = field(repr=False)
-    _sf: Optional[Callable[[np.ndarray], np.ndarray]] = field(default=None, repr=False)
-    _quantile: Optional[Callable[[np.ndarray], np.ndarray]] = field(default=None, repr=False)
+    sampler: Callable[[np.random.Generator, int, int], np.ndarray] = field(repr=False)
+    kappa_bar_formula: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    law_formula: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    survival: Optional[Callable[[np.ndarray], np.ndarray]] = field(default=None, repr=False)
+    upper_quantile: Optional[Callable[[np.ndarray], np.ndarray]] = field(default=None, repr=False)
     params: dict = field(default_factory=dict)
     weibull_alpha: Optional[float] = None
     min_n: int = 1
 
     @property
     def iid(self) -> bool:
-        return self._sf is not None
+        return self.survival is not None
 
     def sample(self, n: int, rows: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``rows`` independent rows of length ``n``: a ``(rows, n)`` float64 array."""
-        if isinstance(n, bool) or int(n) != n or n < self.min_n:
-            raise ValueError(f"{self.name}: n must be an integer >= {self.min_n}, got {n!r}")
-        if isinstance(rows, bool) or int(rows) != rows or rows < 0:
-            raise ValueError(f"{self.name}: rows must be an integer >= 0, got {rows!r}")
+        n = as_integer(n, f"{self.name}: n", self.min_n)
+        rows = as_integer(rows, f"{self.name}: rows", 0)
         if not isinstance(rng, np.random.Generator):
             raise ValueError(f"{self.name}: rng must be a numpy.random.Generator, got {type(rng).__name__}")
-        out = np.asarray(self._sample_rows(rng, int(n), int(rows)), dtype=np.float64)  # (rows, n)
-        return out
+        return np.asarray(self.sampler(rng, n, rows), dtype=np.float64)  # (rows, n)
 
     def kappa_bar(self, n: Any) -> Any:
         """Exact deterministic accumulation scale :math:`\\bar\\kappa_n` (theory.md §4, §4.1)."""
-        arr = _check_n(n)
-        if np.any(arr < self.min_n):
-            raise ValueError(f"{self.name}: n must be >= {self.min_n}")
-        return _as_output(self._kappa_bar(arr))
+        return scalar_or_array(self.kappa_bar_formula(_lengths(n, self.min_n)))
 
     def law(self, n: Any) -> Any:
         """Leading-order law of :math:`\\bar\\kappa_n` (the §4.1 table), e.g. :math:`\\sqrt{2\\log n}`."""
-        arr = _check_n(n)
-        return _as_output(self._law(arr))
+        return scalar_or_array(self.law_formula(_lengths(n)))
 
     def sf(self, x: Any) -> Any:
         """Survival function :math:`\\bar F(x) = P(s > x)` of one score (i.i.d. families only)."""
-        if self._sf is None:
+        if self.survival is None:
             raise ValueError(f"{self.name} is not an i.i.d. family: it has no single-score survival function")
-        return _as_output(self._sf(np.asarray(x, dtype=np.float64)))
+        return scalar_or_array(self.survival(as_real(x, "x", allow_inf=True)))
 
     def quantile(self, n: Any) -> Any:
         """The :math:`1/n`-upper quantile :math:`u_n = \\bar F^{-1}(1/n)` (i.i.d. families only)."""
-        if self._quantile is None:
+        if self.upper_quantile is None:
             raise ValueError(f"{self.name} is not an i.i.d. family: it has no quantile u_n")
-        return _as_output(self._quantile(_check_n(n)))
+        return scalar_or_array(self.upper_quantile(_lengths(n)))
 
 
 def _fraction_label(frac: Fraction) -> str:
@@ -180,18 +173,16 @@ def gauss() -> Family:
     norm = stats.norm()
     return Family(
         name="gauss", domain="gumbel", law_label=r"\sqrt{2\log n}",
-        _sample_rows=lambda rng, n, rows: rng.standard_normal((rows, n)),
-        _kappa_bar=lambda n: n * norm.pdf(norm.isf(1.0 / n)),
-        _law=lambda n: np.sqrt(2.0 * np.log(n)),
-        _sf=norm.sf, _quantile=lambda n: norm.isf(1.0 / n),
+        sampler=lambda rng, n, rows: rng.standard_normal((rows, n)),
+        kappa_bar_formula=lambda n: n * norm.pdf(norm.isf(1.0 / n)),
+        law_formula=lambda n: np.sqrt(2.0 * np.log(n)),
+        survival=norm.sf, upper_quantile=lambda n: norm.isf(1.0 / n),
     )
 
 
 def ptail(p: float) -> Family:
     """Scores :math:`E^{1/p}` with :math:`\\bar F(x)=e^{-x^p}`; :math:`\\bar\\kappa_n = p(\\log n)^{1-1/p}` (theory.md §4.1)."""
-    p = float(p)
-    if not (np.isfinite(p) and p > 0):
-        raise ValueError(f"ptail: p must be finite and > 0, got {p}")
+    p = as_number(p, "ptail: p", minimum=0, strict=True)
     exponent = 1 - 1 / Fraction(p).limit_denominator(1000)
     if p == 1:
         label = "1"
@@ -199,11 +190,11 @@ def ptail(p: float) -> Family:
         label = rf"{_number(p)}(\log n)^{{{_fraction_label(exponent)}}}"
     return Family(
         name=f"ptail{_number(p)}", domain="gumbel", law_label=label,
-        _sample_rows=lambda rng, n, rows: rng.standard_exponential((rows, n)) ** (1.0 / p),
-        _kappa_bar=lambda n: p * np.log(n) ** (1.0 - 1.0 / p) if p != 1 else np.ones_like(n),
-        _law=lambda n: p * np.log(n) ** (1.0 - 1.0 / p) if p != 1 else np.ones_like(n),
-        _sf=lambda x: np.where(x > 0, np.exp(-np.maximum(x, 0.0) ** p), 1.0),
-        _quantile=lambda n: np.log(n) ** (1.0 / p),
+        sampler=lambda rng, n, rows: rng.standard_exponential((rows, n)) ** (1.0 / p),
+        kappa_bar_formula=lambda n: p * np.log(n) ** (1.0 - 1.0 / p) if p != 1 else np.ones_like(n),
+        law_formula=lambda n: p * np.log(n) ** (1.0 - 1.0 / p) if p != 1 else np.ones_like(n),
+        survival=lambda x: np.where(x > 0, np.exp(-np.maximum(x, 0.0) ** p), 1.0),
+        upper_quantile=lambda n: np.log(n) ** (1.0 / p),
         params={"p": p},
     )
 
@@ -212,11 +203,11 @@ def logexp() -> Family:
     """Scores :math:`\\log E`, :math:`\\bar F(x) = e^{-e^x}`; :math:`\\bar\\kappa_n = \\log n` (theory.md §4.1)."""
     return Family(
         name="logexp", domain="gumbel", law_label=r"\log n",
-        _sample_rows=lambda rng, n, rows: np.log(rng.standard_exponential((rows, n))),
-        _kappa_bar=lambda n: np.log(n),
-        _law=lambda n: np.log(n),
-        _sf=lambda x: np.exp(-np.exp(x)),
-        _quantile=lambda n: np.log(np.log(n)),
+        sampler=lambda rng, n, rows: np.log(rng.standard_exponential((rows, n))),
+        kappa_bar_formula=lambda n: np.log(n),
+        law_formula=lambda n: np.log(n),
+        survival=lambda x: np.exp(-np.exp(x)),
+        upper_quantile=lambda n: np.log(np.log(n)),
     )
 
 
@@ -226,9 +217,8 @@ def edge(c: float = 1.0, q: float = 1.0) -> Family:
     Scores :math:`-(c/E)^{1/q}`; :math:`\\bar\\kappa_n = q c^{-1/q}(\\log n)^{1+1/q}`, i.e.
     :math:`(\\log n)^2` for the default ``c = q = 1``.
     """
-    c, q = float(c), float(q)
-    if not (np.isfinite(c) and c > 0 and np.isfinite(q) and q > 0):
-        raise ValueError(f"edge: c and q must be finite and > 0, got c={c}, q={q}")
+    c = as_number(c, "edge: c", minimum=0, strict=True)
+    q = as_number(q, "edge: q", minimum=0, strict=True)
     scale = lambda n: q * c ** (-1.0 / q) * np.log(n) ** (1.0 + 1.0 / q)  # noqa: E731
     if c == 1 and q == 1:
         name, label = "edge", r"(\log n)^2"
@@ -243,9 +233,9 @@ def edge(c: float = 1.0, q: float = 1.0) -> Family:
 
     return Family(
         name=name, domain="gumbel", law_label=label,
-        _sample_rows=lambda rng, n, rows: -(c / rng.standard_exponential((rows, n))) ** (1.0 / q),
-        _kappa_bar=scale, _law=scale,
-        _sf=sf, _quantile=lambda n: -(c / np.log(n)) ** (1.0 / q),
+        sampler=lambda rng, n, rows: -(c / rng.standard_exponential((rows, n))) ** (1.0 / q),
+        kappa_bar_formula=scale, law_formula=scale,
+        survival=sf, upper_quantile=lambda n: -(c / np.log(n)) ** (1.0 / q),
         params={"c": c, "q": q},
     )
 
@@ -254,11 +244,11 @@ def unif() -> Family:
     """Uniform scores on (0, 1): Weibull class with :math:`\\alpha = 1`; :math:`\\bar\\kappa_n = n` (theory.md §4.1)."""
     return Family(
         name="unif", domain="weibull", law_label="n",
-        _sample_rows=lambda rng, n, rows: rng.random((rows, n)),
-        _kappa_bar=lambda n: np.asarray(n, dtype=np.float64) * 1.0,
-        _law=lambda n: np.asarray(n, dtype=np.float64) * 1.0,
-        _sf=lambda x: np.clip(1.0 - x, 0.0, 1.0),
-        _quantile=lambda n: 1.0 - 1.0 / n,
+        sampler=lambda rng, n, rows: rng.random((rows, n)),
+        kappa_bar_formula=lambda n: np.asarray(n, dtype=np.float64) * 1.0,
+        law_formula=lambda n: np.asarray(n, dtype=np.float64) * 1.0,
+        survival=lambda x: np.clip(1.0 - x, 0.0, 1.0),
+        upper_quantile=lambda n: 1.0 - 1.0 / n,
         weibull_alpha=1.0,
     )
 
@@ -270,9 +260,7 @@ def sphere(d: int) -> Family:
     with :math:`\\alpha = a`; :math:`\\bar\\kappa_n = n f(u_n)` exactly, :math:`\\asymp n^{2/(d-1)}`
     (Bruno et al.'s polynomial law).
     """
-    if isinstance(d, bool) or int(d) != d or d < 2:
-        raise ValueError(f"sphere: d must be an integer >= 2, got {d!r}")
-    d = int(d)
+    d = as_integer(d, "sphere: d", 2)
     a = (d - 1) / 2.0
     beta_law = stats.beta(a, a)
     endpoint_constant = 2.0 ** (-a) / (a * special.beta(a, a))  # Fbar(1 - u) ~ C u^a
@@ -285,11 +273,11 @@ def sphere(d: int) -> Family:
     label = "n" if exponent == 1 else rf"n^{{{_fraction_label(exponent)}}}"
     return Family(
         name=f"sphere{d}", domain="weibull", law_label=label,
-        _sample_rows=lambda rng, n, rows: 2.0 * rng.beta(a, a, size=(rows, n)) - 1.0,
-        _kappa_bar=kappa_bar,
-        _law=lambda n: a * (endpoint_constant * n) ** (1.0 / a),
-        _sf=lambda x: beta_law.sf((np.asarray(x) + 1.0) / 2.0),
-        _quantile=lambda n: 1.0 - 2.0 * beta_law.ppf(1.0 / n),
+        sampler=lambda rng, n, rows: 2.0 * rng.beta(a, a, size=(rows, n)) - 1.0,
+        kappa_bar_formula=kappa_bar,
+        law_formula=lambda n: a * (endpoint_constant * n) ** (1.0 / a),
+        survival=lambda x: beta_law.sf((np.asarray(x) + 1.0) / 2.0),
+        upper_quantile=lambda n: 1.0 - 2.0 * beta_law.ppf(1.0 / n),
         params={"d": d},
         weibull_alpha=a,
     )
@@ -307,16 +295,15 @@ def planted(g: float = 1.0, w: float = 1.0) -> Family:
 
     Theorem 8 (theory.md §4.2): first-order transition at :math:`\\beta = \\log n/g`.
     """
-    g, w = float(g), float(w)
-    if not (np.isfinite(g) and g > 0 and np.isfinite(w) and w >= 0):
-        raise ValueError(f"planted: g must be finite and > 0 and w finite and >= 0, got g={g}, w={w}")
+    g = as_number(g, "planted: g", minimum=0, strict=True)
+    w = as_number(w, "planted: w", minimum=0)
     name = "planted" if (g == 1 and w == 1) else f"planted_g{_number(g)}_w{_number(w)}"
     label = r"\log n" if g == 1 else rf"\log n/{_number(g)}"
     return Family(
         name=name, domain="step", law_label=label,
-        _sample_rows=lambda rng, n, rows: _planted_rows(rng, n, rows, g, w),
-        _kappa_bar=lambda n: np.log(n) / g,
-        _law=lambda n: np.log(n) / g,
+        sampler=lambda rng, n, rows: _planted_rows(rng, n, rows, g, w),
+        kappa_bar_formula=lambda n: np.log(n) / g,
+        law_formula=lambda n: np.log(n) / g,
         params={"g": g, "w": w},
     )
 
@@ -327,9 +314,10 @@ def simplex(rho: float = 0.5, eta: float = 0.05) -> Family:
     :math:`\\bar\\kappa_n = \\log n/(1-\\rho)`, reproducing :math:`\\gamma_c = 1/(1-\\rho)`
     (Theorem 8, theory.md §4.2).  Requires :math:`\\rho + \\eta < 1` so the self-score is the maximum.
     """
-    rho, eta = float(rho), float(eta)
-    if not (np.isfinite(rho) and np.isfinite(eta) and eta >= 0 and rho + eta < 1):
-        raise ValueError(f"simplex: need finite rho, eta >= 0 and rho + eta < 1, got rho={rho}, eta={eta}")
+    rho = as_number(rho, "simplex: rho")
+    eta = as_number(eta, "simplex: eta", minimum=0)
+    if not rho + eta < 1:
+        raise ValueError(f"simplex: need rho + eta < 1 (the self-score 1 must be the maximum), got rho={rho}, eta={eta}")
 
     def sample_rows(rng: np.random.Generator, n: int, rows: int) -> np.ndarray:
         out = rho + eta * (2.0 * rng.random((rows, n)) - 1.0)  # (rows, n)
@@ -339,9 +327,9 @@ def simplex(rho: float = 0.5, eta: float = 0.05) -> Family:
     name = "simplex" if (rho == 0.5 and eta == 0.05) else f"simplex_rho{_number(rho)}_eta{_number(eta)}"
     return Family(
         name=name, domain="step", law_label=rf"\log n/{_number(1 - rho)}",
-        _sample_rows=sample_rows,
-        _kappa_bar=lambda n: np.log(n) / (1.0 - rho),
-        _law=lambda n: np.log(n) / (1.0 - rho),
+        sampler=sample_rows,
+        kappa_bar_formula=lambda n: np.log(n) / (1.0 - rho),
+        law_formula=lambda n: np.log(n) / (1.0 - rho),
         params={"rho": rho, "eta": eta},
     )
 
@@ -351,15 +339,14 @@ def planted_shrink(c: float = 1.0, w: float = 1.0) -> Family:
 
     Needs ``n >= 2`` (the margin is infinite at ``n = 1``).
     """
-    c, w = float(c), float(w)
-    if not (np.isfinite(c) and c > 0 and np.isfinite(w) and w >= 0):
-        raise ValueError(f"planted_shrink: c must be finite and > 0 and w finite and >= 0, got c={c}, w={w}")
+    c = as_number(c, "planted_shrink: c", minimum=0, strict=True)
+    w = as_number(w, "planted_shrink: w", minimum=0)
     name = "planted_shrink" if (c == 1 and w == 1) else f"planted_shrink_c{_number(c)}_w{_number(w)}"
     return Family(
         name=name, domain="step", law_label=r"(\log n)^2" if c == 1 else rf"(\log n)^2/{_number(c)}",
-        _sample_rows=lambda rng, n, rows: _planted_rows(rng, n, rows, c / np.log(n), w),
-        _kappa_bar=lambda n: np.log(n) ** 2 / c,
-        _law=lambda n: np.log(n) ** 2 / c,
+        sampler=lambda rng, n, rows: _planted_rows(rng, n, rows, c / np.log(n), w),
+        kappa_bar_formula=lambda n: np.log(n) ** 2 / c,
+        law_formula=lambda n: np.log(n) ** 2 / c,
         params={"c": c, "w": w},
         min_n=2,
     )
@@ -372,18 +359,16 @@ def pareto(alpha: float) -> Family:
     accumulation scale is :math:`\\approx \\log n / M_n` instead, so :math:`\\kappa/\\bar\\kappa_n` drifts like
     :math:`\\log n` for this family.
     """
-    alpha = float(alpha)
-    if not (np.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"pareto: alpha must be finite and > 0, got {alpha}")
+    alpha = as_number(alpha, "pareto: alpha", minimum=0, strict=True)
     hazard = lambda n: alpha * n ** (-1.0 / alpha)  # noqa: E731
     return Family(
         name=f"pareto{_number(alpha)}", domain="frechet",
         law_label=r"n^{-1}" if alpha == 1 else rf"{_number(alpha)}\,n^{{-1/{_number(alpha)}}}",
         # inverse-cdf sampling: U^{-1/alpha} with U in (0, 1]
-        _sample_rows=lambda rng, n, rows: (1.0 - rng.random((rows, n))) ** (-1.0 / alpha),
-        _kappa_bar=hazard, _law=hazard,
-        _sf=lambda x: np.where(x > 1, np.power(np.maximum(x, 1.0), -alpha), 1.0),
-        _quantile=lambda n: n ** (1.0 / alpha),
+        sampler=lambda rng, n, rows: (1.0 - rng.random((rows, n))) ** (-1.0 / alpha),
+        kappa_bar_formula=hazard, law_formula=hazard,
+        survival=lambda x: np.where(x > 1, np.power(np.maximum(x, 1.0), -alpha), 1.0),
+        upper_quantile=lambda n: n ** (1.0 / alpha),
         params={"alpha": alpha},
     )
 
@@ -428,3 +413,29 @@ def get(name: str | Family) -> Family:
             return make(match.group(1))
     raise ValueError(f"unknown family {name!r}; known: {', '.join(names())} "
                      "(ptail<p>, sphere<d>, pareto<alpha> take any parameter)")
+
+
+def family_rows(family: Union[str, Family], n: int, rows: int, seed: Union[int, Sequence[int]],
+                stream: Optional[int] = None) -> np.ndarray:
+    """Seeded rows of one family: ``(rows, n)`` scores drawn with ``default_rng([*seed, stream, n])``.
+
+    The seeding convention of theory.md §5 and of every chapter of the book: ``stream`` defaults to
+    the family's index in :data:`STANDARD` (``fam_idx``), so ``family_rows("gauss", 1024, 10, 12697)``
+    draws with ``default_rng([12697, 0, 1024])``; a family outside :data:`STANDARD` needs an explicit
+    ``stream``.  ``seed`` is a non-negative integer or a sequence of them.  ``n`` and ``rows`` are
+    validated before the generator is built, so a non-integer ``n`` is reported as such.
+
+    Test: ``tests/test_families.py::test_family_rows_follows_the_seed_convention`` (the rows equal
+    the notebooks' own construction bit for bit; a wrong stream index or seed order would differ).
+    """
+    fam = get(family)
+    n = as_integer(n, f"{fam.name}: n", fam.min_n)
+    rows = as_integer(rows, f"{fam.name}: rows", 0)
+    seeds = as_seed(seed)
+    if stream is None:
+        if fam.name not in STANDARD:
+            raise ValueError(f"{fam.name} is not one of the standard families {STANDARD}: pass stream= "
+                             "(the middle entry of the seed) explicitly")
+        stream = STANDARD.index(fam.name)
+    stream = as_integer(stream, "stream", 0)
+    return fam.sample(n, rows, np.random.default_rng([*seeds, stream, n]))  # (rows, n)

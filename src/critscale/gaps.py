@@ -15,10 +15,10 @@ Implements the objects of theory.md §3.1 for every row of a batch (rows are the
 excluded from every count.  Both suprema are attained at a sorted gap :math:`\\Delta_{(k)}` because
 :math:`N` is a right-continuous step function, so one sort per row gives them exactly.
 
-Measured speed (2026-11-29, numpy 2.4.6, AMD EPYC, 2 CPU cores shared with about six other users,
-load average 6-7): ``accumulation_scale`` on 100 rows of n = 2**20 Gaussian scores took 7.6 s of CPU
-time (single-threaded; one float64 sort per row is most of it) and 22.9 s of wall-clock time under
-that load.  Memory: one row block of at most ``2**22`` values (or one row, if longer) at a time.
+Memory: one row block of at most ``2**22`` values (or one row, if longer) at a time.
+
+:func:`in_units` shifts rows to maximum 0 and rescales them, so that one call evaluates every row at
+its own inverse temperature (shift invariance and scale covariance, prop-01-invariances).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from . import _validate
-from ._validate import as_beta, as_K, as_scores, as_thresholds, row_blocks
+from ._validate import as_beta, as_K, as_per_row, as_scores, as_thresholds, row_blocks
 
-__all__ = ["sorted_gaps", "gap_counts", "accumulation_scale", "legendre_transform"]
+__all__ = ["sorted_gaps", "gap_counts", "accumulation_scale", "legendre_transform", "in_units"]
 
 
 def _sorted_gaps(values: np.ndarray) -> np.ndarray:
@@ -187,3 +187,36 @@ def legendre_transform(scores: Any, beta: Any) -> Any:
     if scalar:
         return conv.restore(out[:, 0])
     return conv.restore(out, (m,))
+
+
+def in_units(scores: Any, scale: Any) -> Any:
+    """Rows shifted to maximum 0 and multiplied by a per-row ``scale``: :math:`(s - \\max s)\\,a`.
+
+    The gaps of the result are the gaps of the row in units of :math:`1/a`.  By shift invariance and
+    scale covariance (prop-01-invariances, theory.md §3.1), :math:`\\kappa_K` of the result is
+    :math:`\\kappa_K(s)/a`, and its softmax at inverse temperature :math:`x` is the row's softmax at
+    :math:`x a`.  With :math:`a = \\kappa` (or :math:`\\kappa_K`) every row gets scale 1, so one call of
+    :func:`critscale.softmax_stats` at :math:`\\beta = x` evaluates all rows at their own
+    :math:`\\beta = x\\kappa` (chapters 02 and 03).  Shifting before scaling keeps the rounding of the
+    gaps at the size of the gaps, not of the scores.
+
+    Parameters
+    ----------
+    scores:
+        ``(..., n)`` scores; ``-inf`` entries are masked and stay ``-inf``.
+    scale:
+        finite values ``> 0``, a scalar or one per row (broadcastable to the batch shape ``(...)``).
+
+    Returns
+    -------
+    ``(..., n)`` float64, computed as ``(s - s.max(-1)) * scale`` entry by entry.
+
+    Test: ``tests/test_gaps.py::test_in_units_rescales_kappa_and_softmax`` (kappa of the result is
+    exactly 1 up to rounding and the softmax matches the row at ``x kappa``; scaling without the
+    shift, or dividing by the scale, would not).
+    """
+    conv = as_scores(scores)
+    factor = as_per_row(scale, conv.batch_shape, "scale", lambda a: np.isfinite(a) & (a > 0), "finite and > 0")
+    values = conv.values  # (rows, n)
+    out = (values - values.max(axis=-1, keepdims=True)) * factor[:, None]  # (rows, n)
+    return conv.restore(out, (conv.n,))

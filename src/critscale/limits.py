@@ -21,7 +21,7 @@ from typing import Any, Union
 import numpy as np
 from scipy import special
 
-from ._validate import as_K, row_blocks
+from ._validate import as_integer, as_K, as_number, as_real, row_blocks, scalar_or_array
 from .softmax import _gap_sums, _stats_from_sums
 
 __all__ = [
@@ -40,14 +40,7 @@ Domain = Union[str, float]
 
 
 def _as_c(c: Any) -> np.ndarray:
-    arr = np.asarray(c, dtype=np.float64)
-    if np.isnan(arr).any() or (arr <= 0).any():
-        raise ValueError(f"c must be > 0 (inf allowed), got {c!r}")
-    return arr
-
-
-def _out(arr: np.ndarray) -> Any:
-    return float(arr) if arr.ndim == 0 else arr
+    return as_real(c, "c", minimum=0, strict=True, allow_inf=True)
 
 
 def pd_collision(c: Any) -> Any:
@@ -57,7 +50,7 @@ def pd_collision(c: Any) -> Any:
     is 0 (this function returns 0 there).  ``c`` may be an array; ``inf`` gives 1.
     """
     arr = _as_c(c)
-    return _out(np.where(arr > 1, 1.0 - 1.0 / arr, 0.0))
+    return scalar_or_array(np.where(arr > 1, 1.0 - 1.0 / arr, 0.0))
 
 
 def pd_entropy(c: Any) -> Any:
@@ -68,16 +61,11 @@ def pd_entropy(c: Any) -> Any:
     arr = _as_c(c)
     with np.errstate(divide="ignore", invalid="ignore"):
         value = special.digamma(1.0) - special.digamma(1.0 - 1.0 / np.where(arr > 1, arr, 2.0))
-    return _out(np.where(arr > 1, value, np.inf))
+    return scalar_or_array(np.where(arr > 1, value, np.inf))
 
 
 def _check_size(k: Any, size: Any) -> tuple[int, int]:
-    for label, v in (("k", k), ("size", size)):
-        if isinstance(v, bool) or int(v) != v:
-            raise ValueError(f"{label} must be an integer, got {v!r}")
-    if k < 1 or size < 0:
-        raise ValueError(f"need k >= 1 and size >= 0, got k={k}, size={size}")
-    return int(k), int(size)
+    return as_integer(k, "k", 1), as_integer(size, "size", 0)
 
 
 def poisson_arrivals(k: int, size: int, rng: np.random.Generator) -> np.ndarray:
@@ -99,9 +87,7 @@ def weibull_gaps(alpha: float, k: int, size: int, rng: np.random.Generator) -> n
     """Weibull-class limit of the rescaled sorted gaps, ``(size, k)``:
     :math:`\\xi_j = \\alpha(\\Gamma_j^{1/\\alpha} - \\Gamma_1^{1/\\alpha})` (Theorem 7, theory.md §4.2).
     """
-    alpha = float(alpha)
-    if not (np.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"alpha must be finite and > 0, got {alpha}")
+    alpha = as_number(alpha, "alpha", minimum=0, strict=True)
     root = poisson_arrivals(k, size, rng) ** (1.0 / alpha)  # (size, k)
     return alpha * (root - root[:, :1])
 
@@ -112,7 +98,7 @@ def limit_gaps(domain: Domain, k: int, size: int, rng: np.random.Generator) -> n
         if domain != "gumbel":
             raise ValueError(f"domain must be 'gumbel' or a Weibull exponent alpha > 0, got {domain!r}")
         return gumbel_gaps(k, size, rng)
-    return weibull_gaps(float(domain), k, size, rng)
+    return weibull_gaps(domain, k, size, rng)
 
 
 def kappa_limit_samples(size: int, k_max: int, rng: np.random.Generator, K: int = 2,

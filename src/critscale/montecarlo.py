@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
+from ._validate import as_integer, as_seed
 from .families import Family, get
 
 __all__ = ["Estimate", "MonteCarloResult", "run", "block_rows"]
@@ -87,18 +88,6 @@ class MonteCarloResult:
         return self.estimates.keys()
 
 
-def _as_seed(seed: Seed) -> tuple[int, ...]:
-    items = (seed,) if np.ndim(seed) == 0 else tuple(seed)
-    out = []
-    for item in items:
-        if isinstance(item, (bool, np.bool_)) or int(item) != item or item < 0:
-            raise ValueError(f"seed entries must be non-negative integers, got {seed!r}")
-        out.append(int(item))
-    if not out:
-        raise ValueError("seed must not be empty")
-    return tuple(out)
-
-
 def _estimate(values: np.ndarray) -> Estimate:
     rows = values.shape[0]
     mean = values.mean(axis=0)
@@ -135,17 +124,13 @@ def run(family: Union[str, Family], n: int, rows: int,
     :class:`MonteCarloResult` with ``result[name].mean``, ``.sem``, ``.values`` for each statistic.
     """
     fam = get(family)
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    if isinstance(rows, bool) or int(rows) != rows or rows < 1:
-        raise ValueError(f"rows must be an integer >= 1, got {rows!r}")
-    if isinstance(max_bytes, bool) or int(max_bytes) != max_bytes or max_bytes < 8:
-        raise ValueError(f"max_bytes must be an integer >= 8, got {max_bytes!r}")
-    n, rows = int(n), int(rows)
-    seeds = _as_seed(seed)
+    n = as_integer(n, "n", 1)
+    rows = as_integer(rows, "rows", 1)
+    max_bytes = as_integer(max_bytes, "max_bytes", 8)
+    seeds = as_seed(seed)
     per_block = block_rows(n)
     n_blocks = -(-rows // per_block)
-    blocks_per_chunk = max(1, int(max_bytes) // (per_block * n * 8))
+    blocks_per_chunk = max(1, max_bytes // (per_block * n * 8))
 
     collected: dict[str, list[np.ndarray]] = {}
     for first in range(0, n_blocks, blocks_per_chunk):
