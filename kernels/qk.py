@@ -11,10 +11,12 @@ on tensor cores, next to the per-beta work of the statistics.  fp32 inputs use a
 TF32 rounding); bf16/fp16 inputs use the tensor cores with fp32 accumulation (in the interpreter they are
 first cast to fp32, because the interpreter's bf16 dot is broken, triton-lang/triton#11584).
 
-Layout.  The tile is handed to the shared folds as ``(BM, V = BN, L = 1)``: every reduction is over the
-``BN`` columns of a row.  In the product's (MMA) layout the columns of one row are spread over the four
-lanes of a quad, so each per-row reduction costs two warp shuffles per tile, and each thread holds two
-rows' partial sums; wider column tiles (``BN``) amortise the shuffles over more scores.  The key tile is
+Layout.  In the product's (MMA) layout the columns of one row are spread over the four lanes of a quad
+(lane ``l`` holds columns ``8 j + 2 l + {0, 1}``) and each thread holds two rows.  The tile is handed to the
+shared folds as ``(BM, V = BN / 4, L = 4)`` with exactly that placement (a reshape and permute that move no
+data), so every reduction inside the column loop stays in-thread and the quad's partials are combined once
+per program: the compiled pass 2 has no warp shuffle in its loop (the version before this one reduced each
+tile across the quad: 164 shuffles per tile, although its comment said "no warp shuffles").  The key tile is
 loaded as ``(BN, d)`` rows, contiguous along ``d`` (16-byte vector loads when the strides allow, and the
 strides are specialised so that Triton can prove it), and the column loop is software-pipelined
 (``num_stages``) so the next key tile is in flight while the current one is folded.
@@ -84,7 +86,12 @@ def _qk_load_q(q_ptr, pid_b, s_qb, s_qm, s_qd, rows, rmask, d, BD: tl.constexpr,
 @triton.jit
 def _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
              BN: tl.constexpr, BD: tl.constexpr, CAUSAL: tl.constexpr, CAST: tl.constexpr, IEEE: tl.constexpr):
-    """The logit tile ``(BM, V = BN, L = 1)`` of columns ``c .. c + BN``, ``-inf`` outside the rows, and its mask."""
+    """The logit tile as ``(BM, V = BN/4, L = 4)``, ``-inf`` outside the rows, and its mask.
+
+    Column ``c + 8 j + 2 l + e`` sits at ``v = 2 j + e``, lane ``l``: the place it has in the product's MMA
+    layout, where lane ``l`` of a quad holds columns ``8 j + 2 l + {0, 1}``; so the folds' reductions over
+    ``V`` stay in-thread and the per-lane partials are reduced across the quad once per program.
+    """
     cols = c + tl.arange(0, BN)
     dcols = tl.arange(0, BD)
     k = tl.load(k_ptr + pid_b.to(tl.int64) * s_kb + cols.to(tl.int64)[:, None] * s_kn + dcols[None, :] * s_kd,
@@ -99,7 +106,10 @@ def _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, ca
     if CAUSAL:
         inside = inside & (cols[None, :] <= rows[:, None] + causal_offset)
     s = tl.where(inside, s * scale, float("-inf"))
-    return s[:, :, None], inside[:, :, None]
+    BM: tl.constexpr = s.shape[0]
+    s = tl.reshape(tl.permute(tl.reshape(s, (BM, BN // 8, 4, 2)), (0, 1, 3, 2)), (BM, BN // 4, 4))
+    inside = tl.reshape(tl.permute(tl.reshape(inside, (BM, BN // 8, 4, 2)), (0, 1, 3, 2)), (BM, BN // 4, 4))
+    return s, inside
 
 
 _NO_SPEC = ["R", "n", "d", "causal_offset", "tiles", "SPLIT"]
@@ -120,10 +130,10 @@ def _qk_pass1(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
     pid_b, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     lo, hi = _qk_range(tl.program_id(1), lo, hi, causal_offset, BM, CAUSAL)
     q = _qk_load_q(q_ptr, pid_b, s_qb, s_qm, s_qd, rows, rmask, d, BD, CAST)
-    top1, top2, low, count, bad = init_pass1(BM, 1)
+    top1, top2, low, count, bad = init_pass1(BM, 4)
     for c in tl.range(lo, hi, BN, num_stages=STAGES):
         s, inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
-                             BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN, 1)
+                             BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN / 4, 4)
         top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, True)
     store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
@@ -137,10 +147,10 @@ def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
     pid_b, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     lo, hi = _qk_range(tl.program_id(1), lo, hi, causal_offset, BM, CAUSAL)
     q = _qk_load_q(q_ptr, pid_b, s_qb, s_qm, s_qd, rows, rmask, d, BD, CAST)
-    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, 1, NS, NTP)
+    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, 4, NS, NTP)
     for c in tl.range(lo, hi, BN, num_stages=STAGES):
         s, _inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
-                              BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN, 1)
+                              BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN / 4, 4)
         m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, TCUT, NT,
                                              NTP)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP)
@@ -151,12 +161,14 @@ def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
 # ----------------------------------------------------------------------------------------------
 
 
-# (BM, BN, roots per chunk, thresholds per chunk, num_warps).  Each thread holds the partial sums of two rows
-# (the MMA layout), so a chunk is kept to 4 ladder roots and 32 thresholds; ``sass.py`` prints registers,
-# spills and shuffles per score for each block.  fp32 inputs (IEEE products on the FMA units) use 32-row tiles.
-GPU_BLOCK = (64, 64, 4, 32, 4)
-GPU_BLOCK_FP32 = (32, 64, 4, 32, 4)
-GPU_BLOCK_ALTERNATIVES = ((64, 128, 4, 32, 4), (64, 64, 8, 64, 4))
+# (BM, BN, roots per chunk, thresholds per chunk, num_warps).  Each thread holds the per-lane partials of two
+# rows (the MMA layout), so a chunk is kept to 4 ladder roots and 32 thresholds (32 betas of ratio 2^{1/8} and
+# 64 thresholds: two chunks).  ptxas for sm_90a (triton 3.7.1, bf16, d = 64): pass 2 at (64, 32) uses 255
+# registers without local memory, (64, 64) spills; ``python -m critscale.kernels.sass`` prints both.  fp32
+# inputs (IEEE products on the FMA units) use 32-row tiles.
+GPU_BLOCK = (64, 32, 4, 32, 4)
+GPU_BLOCK_FP32 = (32, 32, 4, 32, 4)
+GPU_BLOCK_ALTERNATIVES = ((64, 64, 4, 32, 4), (64, 32, 8, 16, 4))
 INTERPRETER_BLOCK = (16, 32, 8, 64, 4)
 GPU_STAGES = 2  # software pipelining of the key loads
 
@@ -197,7 +209,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, beta: np.ndarray, t: np.ndarray, s
     launch = Launch(kind="qk", pass1=_qk_pass1, pass2=_qk_pass2,
                     args=(q, k, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), d,
                           float(scale), int(causal_offset)),
-                    R=R, n=n, batch=B, lanes=1, device=q.device, snap=snap_distance(q, k, scale, BD),
+                    R=R, n=n, batch=B, lanes=4, device=q.device, snap=snap_distance(q, k, scale, BD),
                     what="logits q.k", bad_meaning="NaN or infinities (float32 overflow)", precheck=precheck,
                     precheck_message=fp32_overflow_message("q and k"),
                     constexprs=dict(BD=BD, CAUSAL=bool(causal), CAST=cast, IEEE=q.dtype == torch.float32 or cast,

@@ -200,7 +200,7 @@ def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]
         specs.append(dict(fn=getattr(qk, f"_qk_pass{pas}"), signature=dict(lead, **common, **outs),
                           constexprs=dict(BM=BM, BN=BN, **consts, **flags), div16=("s_qb", "s_qm", "s_kb", "s_kn"),
                           num_warps=warps, num_stages=qk.GPU_STAGES, block=str(qk.GPU_BLOCK),
-                          scores_per_iteration=BM * BN / (32 * warps)))
+                          scores_per_iteration=BM * BN / (32 * warps)))  # one tile per iteration (pipelined)
     return specs
 
 
