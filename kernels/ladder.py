@@ -14,7 +14,7 @@ float32 rounding of ``beta log2(e)`` itself.  ``beta = 0`` needs no sums: ``A(0)
 and ``H(0) = log Z(0)`` (``beta B = 0``), filled in by the finishing step.
 
 Error of a squared term (the bound :func:`term_error_bound` states and ``tests/test_kernels_scores.py``
-checks on adversarial gaps).  With ``u = 2^-24`` and ``eps`` the relative error of one exp2:
+checks on adversarial gaps); chains are cut after :data:`MAX_SQUARINGS` squarings.  With ``u = 2^-24`` and ``eps`` the relative error of one exp2:
 the kernel forms ``b = fl(r log2 e)``, ``x = fl(b Delta)`` (``Delta`` itself exact or rounded once),
 ``w_0 = exp2(-x)`` and ``w_l = fl(w_{l-1}^2)``; so ``w_l = e^{-beta_l Delta (1 + eta)} (1 + eps)^{2^l}
 prod_j (1 + delta_j)^{2^{l-j}}`` with ``|eta| <= (1+u)^3 - 1`` and ``|delta_j| <= u``, hence
@@ -37,12 +37,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["BetaPlan", "Chunk", "EX2_REL_GPU", "EX2_REL_INTERPRETER", "RATIO_TOL", "beta_plan", "chunks",
+__all__ = ["BetaPlan", "Chunk", "EX2_REL_GPU", "EX2_REL_INTERPRETER", "MAX_SQUARINGS", "RATIO_TOL", "beta_plan", "chunks",
            "slot_tensors", "term_error_bound"]
 
 LOG2E = 1.4426950408889634
 U32 = 2.0 ** -24  # unit roundoff of float32
 RATIO_TOL = 2.0 ** -36
+# Longest chain: a term at level l carries (2^l - 1)(eps + u) more error than one exp2, so chains are cut
+# after four squarings (at most 15 (eps + u) = 4.5e-6 on the GPU); a longer doubling run starts a new root.
+MAX_SQUARINGS = 4
 # Relative error of one exp2: the PTX ISA's bound for ex2.approx.f32 (2 ulp) on the GPU; numpy's float32
 # exp2 in the interpreter (1 ulp: its measured worst case on the tests' inputs is below it).
 EX2_REL_GPU = 2.0 ** -22
@@ -97,6 +100,9 @@ def _plan(beta: tuple[float, ...]) -> BetaPlan:
     for i, v in enumerate(values):
         parent = next((j for j in range(i) if _same(values[j], v / 2)), None)
         if parent is None:
+            slot_of[i] = (len(roots), 0)
+            roots.append(v)
+        elif slot_of[parent][1] == MAX_SQUARINGS:
             slot_of[i] = (len(roots), 0)
             roots.append(v)
         else:

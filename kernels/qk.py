@@ -186,7 +186,7 @@ def snap_distance(q: torch.Tensor, k: torch.Tensor, scale: float, BD: int) -> to
     """Per-row distance below the maximum treated as rounding, ``(B * rows,)`` fp32 (see QK_SNAP_ULPS)."""
     q_norm = torch.linalg.vector_norm(q, dim=-1, dtype=torch.float32)  # (B, rows)
     # max_j |k_j| over key chunks: no fp32 copy of K, so the extra memory stays flat in n (the recorded
-    # H200 run of commit 1f03a07 used k.float() here and shows kind 2's extra memory growing with n)
+    # H200 run of commit 1f03a07 used k.float() here and shows the qk kind's extra memory growing with n)
     k_norm_max = torch.zeros(k.shape[0], 1, dtype=torch.float32, device=k.device)  # (B, 1)
     for start in range(0, k.shape[1], KEY_CHUNK):
         chunk_norm = torch.linalg.vector_norm(k[:, start:start + KEY_CHUNK], dim=-1, dtype=torch.float32)
