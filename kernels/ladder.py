@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 __all__ = ["BetaPlan", "Chunk", "EX2_REL_GPU", "EX2_REL_INTERPRETER", "MAX_SQUARINGS", "RATIO_TOL", "beta_plan", "chunks",
-           "slot_tensors", "term_error_bound"]
+           "device_grids", "term_error_bound"]
 
 LOG2E = 1.4426950408889634
 U32 = 2.0 ** -24  # unit roundoff of float32
@@ -169,12 +169,15 @@ def chunks(plan: BetaPlan, t: np.ndarray, roots_per_chunk: int, t_per_chunk: int
 
 
 @functools.lru_cache(maxsize=64)
-def _slots(plan_key: tuple[float, ...], device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _device_grids(plan_key: tuple[float, ...], t: tuple[float, ...], device: str) -> tuple[torch.Tensor, ...]:
     plan = _plan(plan_key)
     dev = torch.device(device)
-    return torch.as_tensor(plan.a_slot, device=dev), torch.as_tensor(plan.c_slot, device=dev)
+    return (torch.as_tensor(plan.a_slot, device=dev), torch.as_tensor(plan.c_slot, device=dev),
+            torch.as_tensor(plan.beta, dtype=torch.float64, device=dev),
+            torch.as_tensor(np.asarray(t, dtype=np.float64), device=dev))
 
 
-def slot_tensors(plan: BetaPlan, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``a_slot`` and ``c_slot`` on ``device``, uploaded once per grid and device."""
-    return _slots(tuple(float(b) for b in plan.beta), str(device))
+def device_grids(plan: BetaPlan, t: np.ndarray, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """``a_slot``, ``c_slot``, ``beta`` and ``t`` (float64) on ``device``, uploaded once per grid and device,
+    so that a call uploads nothing and waits for nothing before its end."""
+    return _device_grids(tuple(float(b) for b in plan.beta), tuple(float(x) for x in t), str(device))

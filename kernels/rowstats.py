@@ -110,7 +110,9 @@ def raise_problems(flags: torch.Tensor, what: str, bad_meaning: str) -> None:
 
 def finish(p1: Pass1, m0: torch.Tensor, sum_a: torch.Tensor, sum_b: torch.Tensor, sum_c: torch.Tensor,
            counts: torch.Tensor, beta: np.ndarray, t: Any, backend: str, K: int = 2) -> RowStats:
-    """Assemble the statistics in float64 from per-row sums (``(rows,)``, ``(rows, n_beta)``, ``(rows, n_t)``)."""
+    """Assemble the statistics in float64 from per-row sums (``(rows,)``, ``(rows, n_beta)``, ``(rows, n_t)``).
+
+    ``beta`` and ``t`` are float64 arrays, or tensors already on the sums' device (no upload)."""
     dev = sum_a.device
     b = torch.as_tensor(beta, dtype=torch.float64).to(dev)[None, :]  # (1, nb)
     m0 = m0.double()[:, None]  # (rows, 1)
@@ -123,8 +125,7 @@ def finish(p1: Pass1, m0: torch.Tensor, sum_a: torch.Tensor, sum_b: torch.Tensor
     lo, hi = kappa_bounds(counts.double(), t, p1.n_valid.double(), delta2, rng, m0[:, 0], K=K)
     return RowStats(log_z=log_z, entropy=entropy, max_weight=torch.exp(-log_z), collision=collision,
                     counts=counts.double(), top=p1.top, delta2=delta2, range=rng, n_valid=p1.n_valid.double(),
-                    m0=m0[:, 0], kappa_lower=lo, kappa_upper=hi, beta=np.asarray(beta), t=np.asarray(
-                        t.cpu() if torch.is_tensor(t) else t, dtype=np.float64), backend=backend)
+                    m0=m0[:, 0], kappa_lower=lo, kappa_upper=hi, beta=beta, t=t, backend=backend)
 
 
 def kappa_bounds(counts: torch.Tensor, t: Any, n_valid: torch.Tensor, delta2: torch.Tensor,

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import triton
 
-from .ladder import beta_plan, chunks, slot_tensors
+from .ladder import beta_plan, chunks, device_grids
 from .rowstats import RowStats, combine_pass1, finish, pass1_problems, raise_problems
 
 __all__ = ["COUNT_EXACT_LIMIT", "Launch", "choose_split", "pow2", "run_two_pass"]
@@ -83,7 +83,7 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
     interpret = backend == "triton-interpreter"
     plan = beta_plan(beta)
     parts = chunks(plan, t, NRC, NTC)
-    a_slot, c_slot = slot_tensors(plan, dev)
+    a_slot, c_slot, beta_dev, t_dev = device_grids(plan, t, dev)
     levels = plan.levels
     NS = pow2(min(NRC, len(plan.roots)) * levels)
     NTP = pow2(min(NTC, len(t)))
@@ -144,7 +144,8 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
         sum_b = torch.zeros_like(sum_a)
     counts = torch.cat([cnt[c].view(rows, split, NTP).double().sum(1)[:, : len(p.tcut)]
                         for c, p in enumerate(parts)], dim=1)
-    out = finish(p1, m0_row, sum_a, sum_b, sum_c, counts, beta, t, backend, K=K)
+    out = finish(p1, m0_row, sum_a, sum_b, sum_c, counts, beta_dev, t_dev, backend, K=K)
+    out.beta, out.t = beta, t  # the host grids
     checks = flags.any(dim=-1)
     if launch.precheck is not None:
         checks = torch.cat([launch.precheck.reshape(1), checks])

@@ -237,6 +237,44 @@ def test_gpu_tile_shapes_run_in_interpreter(block):
     np.testing.assert_array_equal(res.counts, critscale.gap_counts(s.double().numpy(), t))
 
 
+def test_float32_counts_stay_below_the_exact_limit(monkeypatch):
+    """Counts are float32 sums, exact while one lane counts at most 2^24 entries per program; the launcher
+    splits rows so that it does.  With the limit lowered to 16 (4 entries per lane and tile in the interpreter
+    block), a 2000-column row needs at least 4 column chunks, and its counts stay exact."""
+    from critscale.kernels import twopass
+
+    require("triton-interpreter")
+    monkeypatch.setattr(twopass, "COUNT_EXACT_LIMIT", 16)
+    s = (torch.randint(-300, 300, (2, 2000), generator=torch.Generator().manual_seed(3)).float() / 64)
+    t = np.array([0.0, 0.5 / 64, 1.0, 3.0, np.inf])
+    res = row_stats(s, [1.0], t, backend="triton-interpreter", split=1).to_numpy()
+    assert res.notes["block"][1] == 128  # 16 tiles of 128 columns, 4 entries per lane and tile
+    assert res.notes["split"] == 4  # asked for 1: at most 16 / 4 = 4 tiles per chunk
+    np.testing.assert_array_equal(res.counts, critscale.gap_counts(s.double().numpy(), t))
+
+
+@pytest.mark.gpu
+def test_one_host_synchronisation_per_call():
+    """On CUDA a call waits for the device once, at its end (the input check); grids are uploaded once.
+    torch's sync debug mode warns at every synchronising operation: the second call (grids cached) warns once."""
+    require("triton-cuda")
+    import warnings
+
+    s = torch.randn(64, 4096, device="cuda")
+    beta = 0.05 * 2.0 ** (np.arange(32) / 8)
+    t = np.linspace(0, 3, 64)
+    row_stats(s, beta, t)
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            row_stats(s, beta, t)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) == 1, [str(w.message) for w in syncs]
+
+
 def test_check_block_refuses_shapes_that_cannot_launch():
     from critscale.kernels.scores import check_block
 
