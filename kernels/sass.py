@@ -135,17 +135,17 @@ def parse(sass: str) -> list[tuple[int, str, str]]:
 
 
 def count_hot_loop(sass: str) -> tuple[int, Counter, Counter]:
-    """The innermost loop with the most instructions: (instructions, per-pipe counts, per-opcode counts)."""
+    """The innermost loop with the most instructions: (instructions, per-pipe counts, per-opcode counts).
+
+    A kernel without a loop (fully unrolled) is counted whole."""
     ins = parse(sass)
     loops = []
     for addr, op, args in ins:
         m = re.match(r"\s*(0x[0-9a-f]+)", args) if op.startswith("BRA") else None
-        if m and int(m.group(1), 16) <= addr:
+        if m and int(m.group(1), 16) < addr:  # a backward branch (not the self-branch after EXIT)
             loops.append((int(m.group(1), 16), addr))
     inner = [lp for lp in loops if not any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
-    if not inner:
-        return 0, Counter(), Counter()
-    lo, hi = max(inner, key=lambda lp: lp[1] - lp[0])
+    lo, hi = max(inner, key=lambda lp: lp[1] - lp[0]) if inner else (0, max((a for a, _, _ in ins), default=0))
     body = [op for addr, op, _ in ins if lo <= addr <= hi]
     ops = Counter(op.split(".")[0] for op in body)
     pipes = Counter(pipe_of(op) for op in body)
