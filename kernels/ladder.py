@@ -14,7 +14,8 @@ float32 rounding of ``beta log2(e)`` itself.  ``beta = 0`` needs no sums: ``A(0)
 and ``H(0) = log Z(0)`` (``beta B = 0``), filled in by the finishing step.
 
 Error of a squared term (the bound :func:`term_error_bound` states and ``tests/test_kernels_scores.py``
-checks on adversarial gaps); chains are cut after :data:`MAX_SQUARINGS` squarings.  With ``u = 2^-24`` and ``eps`` the relative error of one exp2:
+checks on adversarial gaps); chains are cut after :data:`MAX_SQUARINGS` squarings.  With ``u = 2^-24``
+and ``eps`` the relative error of one exp2:
 the kernel forms ``b = fl(r log2 e)``, ``x = fl(b Delta)`` (``Delta`` itself exact or rounded once),
 ``w_0 = exp2(-x)`` and ``w_l = fl(w_{l-1}^2)``; so ``w_l = e^{-beta_l Delta (1 + eta)} (1 + eps)^{2^l}
 prod_j (1 + delta_j)^{2^{l-j}}`` with ``|eta| <= (1+u)^3 - 1`` and ``|delta_j| <= u``, hence
@@ -37,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["BetaPlan", "Chunk", "EX2_REL_GPU", "EX2_REL_INTERPRETER", "MAX_SQUARINGS", "RATIO_TOL", "beta_plan", "chunks",
-           "device_grids", "term_error_bound"]
+__all__ = ["BetaPlan", "Chunk", "EX2_REL_GPU", "EX2_REL_INTERPRETER", "MAX_SQUARINGS", "RATIO_TOL", "beta_plan",
+           "chunks", "device_grids", "term_error_bound"]
 
 LOG2E = 1.4426950408889634
 U32 = 2.0 ** -24  # unit roundoff of float32
@@ -142,6 +143,7 @@ class Chunk:
     floats: compile-time constants of the kernel), and the offset of its first root."""
 
     roots2: tuple[float, ...]
+    bneed: tuple[bool, ...]  # per slot (root * levels + level): is B needed there (a requested beta)?
     tcut: tuple[float, ...]
     first_root: int
     first_t: int
@@ -157,7 +159,11 @@ def _chunks(plan_key: tuple[float, ...], t: tuple[float, ...], roots_per_chunk: 
     # thresholds as float32, +inf as float32's largest value: above every finite gap, below the gap +inf of
     # a masked entry (which is therefore never counted)
     tcut = [float(np.float32(min(x, big))) for x in t]
+    wanted = {int(a) for a in plan.a_slot if a >= 0}  # slots of requested betas; the others only feed C
+    bneed = [slot in wanted for slot in range(len(plan.roots) * plan.levels)]
+    per = roots_per_chunk * plan.levels
     return tuple(Chunk(roots2=tuple(roots2[c * roots_per_chunk:(c + 1) * roots_per_chunk]),
+                       bneed=tuple(bneed[c * per:(c + 1) * per]),
                        tcut=tuple(tcut[c * t_per_chunk:(c + 1) * t_per_chunk]),
                        first_root=c * roots_per_chunk, first_t=c * t_per_chunk) for c in range(nch))
 

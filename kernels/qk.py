@@ -141,9 +141,9 @@ def _qk_pass1(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
 @triton.jit(do_not_specialize=_NO_SPEC)
 def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal_offset, R, n, tiles, SPLIT,
               top_ptr, snap_ptr, o_m0, o_a, o_b, o_n, BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr,
-              NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr,
-              NTP: tl.constexpr, BD: tl.constexpr, CAUSAL: tl.constexpr, CAST: tl.constexpr, IEEE: tl.constexpr,
-              STAGES: tl.constexpr):
+              NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, TCUT: tl.constexpr,
+              NT: tl.constexpr, NTP: tl.constexpr, BD: tl.constexpr, CAUSAL: tl.constexpr, CAST: tl.constexpr,
+              IEEE: tl.constexpr, STAGES: tl.constexpr):
     pid_b, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     lo, hi = _qk_range(tl.program_id(1), lo, hi, causal_offset, BM, CAUSAL)
     q = _qk_load_q(q_ptr, pid_b, s_qb, s_qm, s_qd, rows, rmask, d, BD, CAST)
@@ -151,8 +151,8 @@ def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
     for c in tl.range(lo, hi, BN, num_stages=STAGES):
         s, _inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
                               BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN / 4, 4)
-        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, TCUT, NT,
-                                             NTP)
+        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, BNEED,
+                                             TCUT, NT, NTP)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP)
 
 
@@ -262,10 +262,11 @@ def qk_row_stats(q: Any, k: Any, beta: Any, t: Any, *, scale: float | None = Non
         if q3.dtype == torch.float64 and bool(((torch.cat([q3.flatten(), k3.flatten()]).abs() > FP32_MAX)).any()):
             raise ValueError(fp32_overflow_message("q and k"))
         s = qk_scores(q3.cpu(), k3.cpu(), scale, causal, causal_offset).reshape(-1, n)
-        if bool(((s.abs() > FP32_MAX) & ~torch.isneginf(s)).any()):
-            raise ValueError("logits q.k contain NaN or infinities (float32 overflow) (rows "
-                             f"{torch.nonzero(((s.abs() > FP32_MAX) & ~torch.isneginf(s)).any(dim=1)).flatten()[:10].tolist()}"
-                             "); only -inf is allowed, it marks a masked entry")
+        overflow = ((s.abs() > FP32_MAX) & ~torch.isneginf(s)).any(dim=1)  # (rows,): +-inf in float32
+        if bool(overflow.any()):
+            raise ValueError(f"logits q.k contain NaN or infinities (float32 overflow) (rows "
+                             f"{torch.nonzero(overflow).flatten()[:10].tolist()}); only -inf is allowed, it marks a "
+                             "masked entry")
         out = _reference_path(s, beta_g, t_g, K)
     else:
         dev = torch.device("cuda") if which == "triton-cuda" else torch.device("cpu")

@@ -173,7 +173,9 @@ def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]
 
     roots2 = tuple(float(2.0 ** (-3 + r / n_roots)) for r in range(n_roots))  # representative values
     tcut = tuple(float(0.001 * 1.17 ** j) for j in range(n_t))
-    grid = dict(ROOTS2=roots2, NR=n_roots, LVR=levels, NS=pow2(n_roots * levels), TCUT=tcut, NT=n_t, NTP=pow2(n_t))
+    bneed = tuple(lv < levels - 1 for r in range(n_roots) for lv in range(levels))  # the top level only feeds C
+    grid = dict(ROOTS2=roots2, NR=n_roots, LVR=levels, NS=pow2(n_roots * levels), BNEED=bneed, TCUT=tcut, NT=n_t,
+                NTP=pow2(n_t))
     common = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
     out1 = dict(o_top1="*fp32", o_top2="*fp32", o_low="*fp32", o_count="*i32", o_bad="*i32")
     out2 = dict(top_ptr="*fp32", snap_ptr="*fp32", o_m0="*fp32", o_a="*fp32", o_b="*fp32", o_n="*fp32")
@@ -195,6 +197,7 @@ def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]
             "d": "i32", "scale": "fp32", "causal_offset": "i32"}
     flags = dict(BD=64, CAUSAL=False, CAST=False, IEEE=False, STAGES=qk.GPU_STAGES, s_qd=1, s_kd=1)
     qgrid = dict(grid, ROOTS2=roots2[:NRC], NR=min(NRC, n_roots), NS=pow2(min(NRC, n_roots) * levels),
+                 BNEED=bneed[:min(NRC, n_roots) * levels],
                  TCUT=tcut[:NTC], NT=min(NTC, n_t), NTP=pow2(min(NTC, n_t)))
     for pas, outs, consts in ((1, out1, {}), (2, out2, qgrid)):
         specs.append(dict(fn=getattr(qk, f"_qk_pass{pas}"), signature=dict(lead, **common, **outs),
@@ -225,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = run(kernel_specs(args.roots, args.levels, args.thresholds))
     for k in counts:
         ps = k.per_score
-        print(f"{k.kernel:16s} block {k.block:20s} regs {k.registers:3d} local-mem ops {k.local_memory_instructions:3d} "
+        print(f"{k.kernel:16s} block {k.block:20s} regs {k.registers:3d} "
+              f"local-mem ops {k.local_memory_instructions:3d} "
               f"loop {k.loop_instructions:5d} instr / {k.scores_per_iteration:g} scores: "
               + " ".join(f"{p} {v:.2f}" for p, v in ps.items())
               + f" | bound {k.bound()} {k.floor_clocks_per_score[k.bound()]:.3f} clk/score/SM")

@@ -1,22 +1,23 @@
 """Tile functions shared by the three kernels (``@triton.jit``; the kinds only make the tiles).
 
-Layout.  A tile is ``(BM, V, L)``: ``BM`` rows and ``BN = V L`` consecutive columns of each, column
-``c + l V + v`` at position ``(v, l)``.  For stored and generated scores (kinds ``scores`` and ``sampled``)
-each thread holds the ``V = 4`` adjacent columns of one lane ``l`` (one 16-byte load), the 32 lanes of a
-warp and then the warps run along ``L``, and ``BM = 1`` on the GPU.  For the fused logits (kind ``qk``)
-``L = 1``: the tensor-core product hands its tile over through shared memory, and each thread then holds
-``V = BN`` columns of its own row.  In both cases every reduction inside the column loop runs over ``V``,
-inside one thread; the running sums are per-lane partials and are reduced across lanes once per program,
-after the loop (:func:`store_pass1`, :func:`store_pass2`).
+Layout.  A tile is ``(BM, V, L)``: ``BM`` rows, ``V`` columns held by one thread, ``L`` lanes.  For stored
+and generated scores (kinds ``scores`` and ``sampled``) column ``c + l V + v`` sits at ``(v, l)``: each
+thread holds the ``V = 4`` adjacent columns of one lane (one 16-byte load), the 32 lanes of a warp and then
+the warps run along ``L``, and ``BM = 1`` on the GPU.  For the fused logits (kind ``qk``) ``L = 4``: the
+tensor-core product's tile keeps its MMA placement (lane ``l`` of a quad holds columns ``8 j + 2 l + {0, 1}``
+of two rows), see :mod:`critscale.kernels.qk`.  In every case the reductions inside the column loop run
+over ``V``, inside one thread; the running sums are per-lane partials, reduced across lanes once per
+program, after the loop (:func:`store_pass1`, :func:`store_pass2`).
 
 Pass 1 keeps, per row, the maximum, the second order statistic with multiplicity, the minimum, the number
 of valid entries and of bad ones (NaN, ``+inf``, and for computed scores ``-inf``: an overflow, not a mask).
-Pass 2 knows the row maximum ``top`` and takes the beta ladder and the thresholds as compile-time constants; a masked entry enters as ``s = -inf``, i.e. with the gap
-``Delta = +inf``, so that no per-beta select is needed: ``2^{-b * inf} = 0`` and ``inf <= t`` is false for
-every (finite) threshold.  Entries within ``snap`` of the maximum (``Delta <= snap``: exactly the maximum for
-stored scores, ``snap = 0``; a maximum recomputed with another rounding for qk and sampled) are counted in
-``m0`` and given ``Delta = +inf`` for the sums (their weights ``1`` are added on the host, exactly).
-Counts are accumulated in float32 (exact below ``2^24`` per lane; the launcher checks the bound).
+Pass 2 knows the row maximum ``top`` and takes the beta ladder and the thresholds as compile-time
+constants.  A masked entry enters as ``s = -inf``, i.e. with the gap ``Delta = +inf``, so that no per-beta
+select is needed: ``2^{-b * inf} = 0``, and ``inf <= t`` is false for every (finite) threshold.  Entries
+within ``snap`` of the maximum (``Delta <= snap``: exactly the maximum for stored scores, ``snap = 0``; a
+maximum recomputed with another rounding for qk and sampled) are counted in ``m0`` and given
+``Delta = +inf`` for the sums (their weights ``1`` are added on the host, exactly).  Counts are accumulated
+in float32 (exact below ``2^24`` per lane; the launcher keeps every lane below it).
 """
 
 from __future__ import annotations
@@ -122,13 +123,14 @@ def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr
 
 @triton.jit
 def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
-               NS: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr):
+               NS: tl.constexpr, BNEED: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr):
     """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
 
     The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)`` and ``TCUT``
     its ``NT`` thresholds (fp32 values, ``+inf`` as float32's largest), so they are instruction immediates,
     not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):
-    ``acc_a += sum_v w``, ``acc_b += sum_v w Delta`` with ``w = 2^{-ROOTS2[r] Delta}`` at level 0 and
+    ``acc_a += sum_v w``, ``acc_b += sum_v w Delta`` (only where ``BNEED``: a level that only gives some
+    ``C(beta) = A(2 beta)`` needs no ``B``) with ``w = 2^{-ROOTS2[r] Delta}`` at level 0 and
     ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`); ``acc_n[j] += #{Delta <= TCUT[j]}``
     (compare and float add: no integer select), ``m0 += #{Delta <= snap}``.
     """
@@ -142,7 +144,8 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2: tl.constexpr, NR: 
         w = tl.exp2(dx * (-ROOTS2[r]))  # (BM, V, L)
         for lv in tl.static_range(LVR):
             acc_a = tl.where(slot == r * LVR + lv, acc_a + tl.sum(w, axis=1)[:, None, :], acc_a)
-            acc_b = tl.where(slot == r * LVR + lv, acc_b + tl.sum(w * dfin, axis=1)[:, None, :], acc_b)
+            if BNEED[r * LVR + lv]:
+                acc_b = tl.where(slot == r * LVR + lv, acc_b + tl.sum(w * dfin, axis=1)[:, None, :], acc_b)
             if lv + 1 < LVR:
                 w = w * w
     dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap 0

@@ -11,7 +11,8 @@ Every kind's kernels take their own leading arguments, then ``(R, n, tiles, SPLI
 and the compile-time block; the grid is ``(chunks, row blocks, batch * SPLIT)`` (one chunk in pass 1).
 Pass 2 runs all betas and thresholds of a chunk on one tile, the chunk's grid compiled in (one
 compilation per grid and chunk); with the default blocks a grid of up to 8 ladder roots (e.g. 32 betas
-of ratio ``2^{1/8}``) and 64 thresholds is one chunk, so each tile is read or made once per pass.  Nothing here waits for the device: the pass-1 checks become a flag read once,
+of ratio ``2^{1/8}``) and 64 thresholds is one chunk, so each tile is read or made once per pass.
+Nothing here waits for the device: the pass-1 checks become a flag read once,
 after pass 2 is queued and the result assembled (:func:`critscale.kernels.rowstats.raise_problems`).
 """
 
@@ -123,8 +124,8 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
         cnt = torch.empty(nch, rows * split, NTP, **f32)
         for c, part in enumerate(parts):
             launch.pass2[grid](*launch.args, *shape, top, snap, m0[c], a[c], b[c], cnt[c], ROOTS2=part.roots2,
-                               NR=len(part.roots2), LVR=levels, NS=NS, TCUT=part.tcut, NT=len(part.tcut), NTP=NTP,
-                               **kw)
+                               NR=len(part.roots2), LVR=levels, NS=NS, BNEED=part.bneed, TCUT=part.tcut,
+                               NT=len(part.tcut), NTP=NTP, **kw)
     n_roots = len(plan.roots)
 
     def table(x):  # (nch, rows * split, NS) partials -> (rows, n_roots * levels) float64 sums

@@ -35,7 +35,8 @@ def test_pipes_and_hot_loop_of_a_listing():
     assert total == 9  # 0x10 .. 0x90: the backward branch closes the loop
     assert pipes == {"LSU": 1, "FMA": 3, "MUFU": 1, "ALU": 2, "SHFL": 1, "CTRL": 1}
     assert ops["FSET"] == 1 and ops["MUFU"] == 1
-    assert pipe_of("IMAD.MOV.U32") == "FMAHEAVY" and pipe_of("STL.64") == "LSU" and pipe_of("HGMMA.64x32x16") == "TENSOR"
+    assert pipe_of("IMAD.MOV.U32") == "FMAHEAVY" and pipe_of("STL.64") == "LSU"
+    assert pipe_of("HGMMA.64x32x16") == "TENSOR"
     assert pipe_of("I2F.U32") == "XU" and pipe_of("UIADD3") == "UNIFORM" and pipe_of("BAR.SYNC") == "CTRL"
 
 
