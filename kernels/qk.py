@@ -36,7 +36,7 @@ import triton.language as tl
 
 from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
 from .rowstats import RowStats, reference_from_scores, restore
-from .scores import _reference_path, check_block
+from .scores import checked_reference, check_block
 from .tiles import (fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologue, store_pass1,
                     store_pass2)
 from .twopass import Launch, pow2, run_two_pass
@@ -267,7 +267,7 @@ def qk_row_stats(q: Any, k: Any, beta: Any, t: Any, *, scale: float | None = Non
             raise ValueError(f"logits q.k contain NaN or infinities (float32 overflow) (rows "
                              f"{torch.nonzero(overflow).flatten()[:10].tolist()}); only -inf is allowed, it marks a "
                              "masked entry")
-        out = _reference_path(s, beta_g, t_g, K)
+        out = checked_reference(s, beta_g, t_g, K, what="logits q.k")
     else:
         dev = torch.device("cuda") if which == "triton-cuda" else torch.device("cpu")
         precheck = None

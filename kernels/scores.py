@@ -24,7 +24,7 @@ from .tiles import (fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologu
                     store_pass2)
 from .twopass import Launch, run_two_pass
 
-__all__ = ["critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
+__all__ = ["checked_reference", "critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
 
 LANE_VEC = 4  # fp32 per thread per row of a tile: one 16-byte load
 _V = tl.constexpr(LANE_VEC)
@@ -182,7 +182,7 @@ def scores_row_stats(scores: Any, beta: Any, t: Any, *, K: int = 2, backend: str
     flat = x.detach().reshape(-1, x.shape[-1])
     which = pick_backend(backend, flat.numel())
     if which == "reference":
-        out = _reference_path(flat, beta_g, t_g, K)
+        out = checked_reference(flat, beta_g, t_g, K)
     else:
         dev = torch.device("cuda") if which == "triton-cuda" else torch.device("cpu")
         precheck = None
@@ -198,24 +198,25 @@ def scores_row_stats(scores: Any, beta: Any, t: Any, *, K: int = 2, backend: str
     return restore(out, batch, like)
 
 
-def _reference_path(flat: torch.Tensor, beta: np.ndarray, t: np.ndarray, K: int) -> RowStats:
-    """The float64 reference with the kernels' input contract (same errors as the Triton path)."""
+def checked_reference(flat: torch.Tensor, beta: np.ndarray, t: np.ndarray, K: int,
+                      what: str = "scores") -> RowStats:
+    """The float64 reference with the kernels' input contract (the Triton path's errors, in the same words)."""
     s64 = flat.double().cpu()
     if bool(((s64.abs() > FP32_MAX) & torch.isfinite(s64)).any()):
-        raise ValueError(fp32_overflow_message("scores"))
+        raise ValueError(fp32_overflow_message(what))
     if bool(torch.isnan(s64).any()) or bool(torch.isposinf(s64).any()):
         rows = torch.nonzero((torch.isnan(s64) | torch.isposinf(s64)).any(dim=1)).flatten()[:10].tolist()
-        raise ValueError(f"scores contain NaN or +inf (rows {rows}); only -inf is allowed, it marks a masked entry")
+        raise ValueError(f"{what} contain NaN or +inf (rows {rows}); only -inf is allowed, it marks a masked entry")
     valid = s64 > float("-inf")
     empty = ~valid.any(dim=1)
     if bool(empty.any()):
-        raise ValueError(f"scores: rows empty after masking (every entry is -inf): rows "
+        raise ValueError(f"{what}: rows empty after masking (every entry is -inf): rows "
                          f"{torch.nonzero(empty).flatten()[:10].tolist()}")
     top = s64.max(dim=1).values
     low = torch.where(valid, s64, torch.full_like(s64, float("inf"))).min(dim=1).values
     over = ~torch.isfinite((top - low).float())
     if bool(over.any()):
-        raise ValueError(f"scores: the range max - min of rows {torch.nonzero(over).flatten()[:10].tolist()} "
+        raise ValueError(f"{what}: the range max - min of rows {torch.nonzero(over).flatten()[:10].tolist()} "
                          "overflows float32")
     return critscale_reference(s64.numpy(), beta, t, K=K)
 
