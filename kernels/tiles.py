@@ -30,7 +30,7 @@ FP32_MAX = tl.constexpr(3.4028234663852886e38)
 
 @triton.jit
 def pass_prologue(R, n, tiles, SPLIT, BM: tl.constexpr, BN: tl.constexpr):
-    """A program's place in the grid ``(chunks, row blocks, batch * SPLIT)`` (axis 0 only in pass 2).
+    """A program's place in the grid ``(1, row blocks, batch * SPLIT)``.
 
     Returns the batch index, the column chunk, the ``BM`` rows of the batch and their mask, the global rows
     (``batch * R + row``: the index of the result buffers) and the column range ``[lo, hi)``.

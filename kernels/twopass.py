@@ -8,7 +8,8 @@ simply add, so one row is split over many programs (the split heuristic below). 
 bytes (kind ``scores``) or a recomputed tile (kinds ``qk`` and ``sampled``), not exactness.
 
 Every kind's kernels take their own leading arguments, then ``(R, n, tiles, SPLIT)``, the result buffers,
-and the compile-time block; the grid is ``(chunks, row blocks, batch * SPLIT)`` (one chunk in pass 1).
+and the compile-time block; the grid is ``(1, row blocks, batch * SPLIT)``, and pass 2 is launched once
+per chunk of its compiled-in grid.
 Pass 2 runs all betas and thresholds of a chunk on one tile, the chunk's grid compiled in (one
 compilation per grid and chunk); with the default blocks a grid of up to 8 ladder roots (e.g. 32 betas
 of ratio ``2^{1/8}``) and 64 thresholds is one chunk, so each tile is read or made once per pass.
@@ -98,11 +99,13 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
         target = 1 if interpret else 4 * torch.cuda.get_device_properties(dev).multi_processor_count
         split = choose_split(row_blocks * launch.batch, n_tiles, target)
     per_tile = BN // launch.lanes  # entries one lane counts per tile and row
-    split = int(max(1, min(split, n_tiles, 65535 // launch.batch), triton.cdiv(n_tiles * per_tile, COUNT_EXACT_LIMIT)))
+    exact_split = triton.cdiv(n_tiles * per_tile, COUNT_EXACT_LIMIT)  # fewest chunks keeping float32 counts exact
+    split = int(max(1, min(split, n_tiles, 65535 // launch.batch), exact_split))
     tiles = triton.cdiv(n_tiles, split)
     split = triton.cdiv(n_tiles, tiles)
-    if tiles * per_tile > COUNT_EXACT_LIMIT:  # float32 counts must stay exact integers (see .tiles)
-        raise ValueError(f"{launch.what}: rows of {launch.n} entries need more than 65535 column chunks")
+    if tiles * per_tile > COUNT_EXACT_LIMIT or launch.batch * split > 65535:
+        raise ValueError(f"{launch.what}: rows of {launch.n} entries in {launch.batch} batch entries cannot be split "
+                         "into enough column chunks for exact float32 counts (CUDA grid limit)")
     f32 = dict(dtype=torch.float32, device=dev)
     i32 = dict(dtype=torch.int32, device=dev)
     shape = (launch.R, launch.n, tiles, split)
@@ -110,7 +113,7 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
     kw = dict(BM=BM, BN=BN, num_warps=warps, **launch.constexprs, **launch.options)
     top1, top2, low = (torch.empty(rows, split, **f32) for _ in range(3))
     count, bad = (torch.empty(rows, split, **i32) for _ in range(2))
-    with np.errstate(invalid="ignore", over="ignore"):  # the interpreter on rows pass 1 flags as bad
+    with np.errstate(invalid="ignore", over="ignore"):  # interpreter arithmetic on rows that pass 1 flags as bad
         launch.pass1[grid](*launch.args, *shape, top1, top2, low, count, bad, **kw)
         p1 = combine_pass1(top1, top2, low, count, bad)
         flags = pass1_problems(p1)  # (3, rows), checked at the end
