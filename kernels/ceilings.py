@@ -1,9 +1,10 @@
 """Micro-kernels that measure the arithmetic ceilings the benchmark compares against.
 
-The row-statistics kernels spend, per score, one ``exp2`` (the GPU's special-function units) and a few
-fp32 operations per beta, so their floors are the exp2 throughput and the FMA throughput of the device,
-measured here with independent chains (no memory traffic to speak of), next to the copy bandwidth and
-the tensor-core rate that ``scripts/gpu_results.py`` measures with PyTorch.
+The row-statistics kernels spend, per score, one ``exp2`` per chain of the beta ladder (the GPU's
+special-function units) and a few fp32 operations per beta and threshold, so their floors are the exp2
+throughput and the FMA throughput of the device, measured here with independent chains (no memory traffic
+to speak of), next to the copy bandwidth and the tensor-core rate that ``scripts/gpu_results.py`` measures
+with PyTorch.  :mod:`critscale.kernels.sass` gives the instructions per score of the compiled kernels.
 """
 
 from __future__ import annotations

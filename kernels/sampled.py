@@ -1,29 +1,38 @@
-"""Kind 3 — row statistics of i.i.d. score families generated inside the kernel (no memory cost in n).
+"""Kind ``sampled``: row statistics of i.i.d. score families generated inside the kernel (no memory cost in n).
 
 What and why
 ------------
 The Monte-Carlo of theory.md §5 needs rows of length ``n >= 2^24`` by the hundred; stored, one such row
-set is gigabytes.  Here score ``(row, j)`` is a pure function of ``(seed, row, j)``: a Philox-4x32-10
-block (Salmon et al. 2011; the generator of ``tl.randint4x``) with counter ``(j, row, 0, 0)`` and key
-``seed``, whose first words become uniforms and then one score of the family (:mod:`critscale.families`
-laws).  So a kernel can regenerate any tile on demand: pass 1 and pass 2 of
-:mod:`critscale.kernels._common` see the same scores without storing them, memory is flat in ``n``, and
-the result does not depend on the block sizes or the grid.
+set is gigabytes.  Here score ``(row, j)`` is a pure function of ``(seed, row, j)``, so a kernel can make any
+tile on demand: pass 1 and pass 2 (:mod:`critscale.kernels.twopass`) see the same scores without storing
+them, memory is flat in ``n``, and the result does not depend on the block sizes or the grid.
+
+Generator, version :data:`GENERATOR_VERSION` (recorded in every result's ``notes["generator"]``).
+Columns come in groups of four, ``j = 4 g + v``.  Group ``g`` of row ``r`` uses ``W`` Philox-4x32-10 blocks
+(Salmon et al. 2011; the generator of ``tl.randint4x``) with counters ``(g W + k, r, 0, 0)``, ``k < W``, and
+key ``seed``: their ``4 W`` words feed the four scores, ``W`` words each, in order.  ``W = 1`` for every family
+but unif and sphere3 (``W = 2``: a 64-bit uniform per score) and sphere5 (``W = 3``: three uniforms); so one
+Philox block makes four Gaussians (two Box–Muller pairs) or four one-word scores.  A thread holds the four
+columns of a group (the tile layout of :mod:`.tiles`), so it runs each block once per tile, for every beta.
+Version 1 (the recorded H200 Monte-Carlo before this version) ran one block per score and used words 0-2
+of it; the two versions give different rows for the same seed.
 
 Uniforms: ``u = min((x + 1/2) 2^-32, 1 - 2^-24)`` from a 32-bit word ``x``, in ``(0, 1)``, computed in
 fp32 with correctly rounded operations, so the uniforms are bit-identical on every backend (GPU, the
-interpreter, the numpy mirror :func:`sample_scores_numpy`).  The families then apply ``log``, ``exp2``,
-``sqrt``, ``cos`` in fp32: the interpreter and the numpy mirror call the same numpy functions and agree
-bit for bit; the GPU's transcendental functions may differ from numpy in the last bits (a relative
-difference around 1e-7 in a score).  Tail resolution: the smallest uniform is ``2^-33``, so an
-exponential variate reaches 22.9 and a Gaussian 6.77: enough for ``n`` up to about ``2^30``.
+interpreter, the numpy mirror :func:`sample_scores_numpy`).  The families then apply ``log2``, ``exp2``,
+``sqrt``, ``cos``, ``sin`` in fp32: on CUDA the fast hardware approximations (``lg2.approx``, ``ex2.approx``,
+``sin/cos.approx`` after the argument is put in ``(-pi, pi)``, libdevice's ``__nv_fast_*``); the interpreter
+and the numpy mirror call the same numpy functions and agree bit for bit.  So GPU scores differ from the
+mirror in the last bits (about ``1e-6`` relative, ``1e-6`` absolute for the cosine).  Tail resolution: the
+smallest uniform is ``2^-33``, so an exponential variate reaches 22.9 and a Gaussian 6.77: enough for ``n``
+up to about ``2^30``.
 
 Families (code, parameters; the laws of :mod:`critscale.families`, planted entry in column 0):
-gauss (Box–Muller, words 0 and 1), ``ptail<p>`` (``E^{1/p}``, ``E = -log u``), logexp (``log E``),
-``edge`` (``-(c/E)^{1/q}``), unif, ``sphere3`` (``2u - 1``: the first coordinate of a uniform point of
-``S^2`` is uniform), ``sphere5`` (``2 med(u_0, u_1, u_2) - 1``: Beta(2, 2) is the median of three
-uniforms; these three are generated reflected, see below), planted, simplex, planted_shrink (margin
-``c / log n``), ``pareto<a>`` (``u^{-1/a}``).
+gauss (Box–Muller: ``r = sqrt(-2 ln u_a)``, ``theta = 2 pi (u_b - 1/2)``, scores ``r cos theta, r sin theta``),
+``ptail<p>`` (``E^{1/p}``, ``E = -ln u``), logexp (``ln E``), ``edge`` (``-(c/E)^{1/q}``), unif, ``sphere3``
+(``2u - 1``: the first coordinate of a uniform point of ``S^2`` is uniform), ``sphere5`` (``2 med(u_0, u_1, u_2)
+- 1``: Beta(2, 2) is the median of three uniforms), planted, simplex, planted_shrink (margin ``c / log n``),
+``pareto<a>`` (``u^{-1/a}``).  The family is a compile-time constant of the kernels (one compilation each).
 
 Reflected families (float32 resolution at the endpoint).  unif, sphere3 and sphere5 have their top at the
 endpoint 1, where fp32 spacing is ``6e-8`` while the relevant gaps are ``1/kappa_bar(n)`` (``1/n`` for unif
@@ -32,11 +41,10 @@ full relative precision near the top: unif ``-U'``, sphere3 ``-2 U'`` (``1 - U``
 law), sphere5 ``-2 med(u_0, u_1, u_2)``; ``U' = (x_0 + (x_1 + 1/2) 2^-32) 2^-32`` is the 64-bit uniform
 made from two words, whose fp32 rounding is relative ``2^-24`` even at ``2^-60``.  Every statistic but
 ``top`` depends on the gaps only; ``top`` gets the shift back in float64 (``FamilyCode.shift``).
-``sphere<d>`` for ``d > 5`` is not generated in-kernel (it would need the ``(d-1)/2``-th order statistic
-of ``d - 2`` uniforms); those families raise ``ValueError``.
+``sphere<d>`` for ``d > 5`` is not generated in-kernel; those families raise ``ValueError``.
 
 Order of this file (as in the Triton tutorials): numpy mirror (the reference generator) -> kernels ->
-launcher.
+launcher and entry points.
 """
 
 from __future__ import annotations
@@ -49,25 +57,44 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
-from ._common import (LANE_VEC, RowStats, as_grid, check_pass1, choose_split, combine_pass1, finish, grid_chunks,
-                      lane_block, lane_pass1, lane_pass2, lanes_reduce1, pick_backend, store_lanes2, store_pass1,
-                      sum_pass2)
-from .scores import critscale_reference
+from .dispatch import beta_grid, check_K, pick_backend, threshold_grid
+from .rowstats import RowStats
+from .scores import LANE_VEC, check_block, critscale_reference
+from .tiles import (fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologue, store_pass1,
+                    store_pass2)
+from .twopass import Launch, run_two_pass
 
-__all__ = ["FP32_GAP_LIMIT", "FamilyCode", "family_code", "fp32_gap_ratio", "sample_scores", "sample_scores_numpy",
-           "sampled_row_stats"]
+__all__ = ["FP32_GAP_LIMIT", "GENERATOR_VERSION", "FamilyCode", "family_code", "fp32_gap_ratio", "sample_scores",
+           "sample_scores_numpy", "sampled_row_stats"]
 
-GAUSS, PTAIL, LOGEXP, EDGE, UNIF, SPHERE3, SPHERE5, PLANTED, SIMPLEX, PARETO = range(2, 12)
+GENERATOR_VERSION = 2
+
+# Family codes: compile-time constants of the kernels (``FAM``) and of the numpy mirror.
+GAUSS = tl.constexpr(2)
+PTAIL = tl.constexpr(3)
+LOGEXP = tl.constexpr(4)
+EDGE = tl.constexpr(5)
+UNIF = tl.constexpr(6)
+SPHERE3 = tl.constexpr(7)
+SPHERE5 = tl.constexpr(8)
+PLANTED = tl.constexpr(9)
+SIMPLEX = tl.constexpr(10)
+PARETO = tl.constexpr(11)
+WORDS = {6: 2, 7: 2, 8: 3}  # Philox words per score (W) where not 1
+
+_V = tl.constexpr(LANE_VEC)
+LN2 = 0.6931471805599453
+TWO_PI = 6.283185307179586
 ONE_MINUS = np.float32(1.0 - 2.0 ** -24)
 TWO_M32 = np.float32(2.0 ** -32)
 TWO_M64 = np.float32(2.0 ** -64)
-TWO_PI = np.float32(6.283185307179586)
 
 
 @dataclass(frozen=True)
 class FamilyCode:
-    """A family as the kernel sees it: an integer code, three fp32 parameters, the planted top score."""
+    """A family as the kernel sees it: an integer code, two fp32 parameters, the planted top score."""
 
     name: str
     code: int
@@ -75,6 +102,11 @@ class FamilyCode:
     p1: float = 0.0
     top: float = 0.0
     shift: float = 0.0  # the kernels generate ``score - shift`` (reflected families, see the module docstring)
+
+    @property
+    def words(self) -> int:
+        """Philox words (and blocks per group of four columns) per score."""
+        return WORDS.get(self.code, 1)
 
 
 def family_code(family: Any, n: int) -> FamilyCode:
@@ -85,29 +117,29 @@ def family_code(family: Any, n: int) -> FamilyCode:
     name, par = fam.name, fam.params
     base = name.rstrip("0123456789.")
     if name == "gauss":
-        return FamilyCode(name, GAUSS)
+        return FamilyCode(name, GAUSS.value)
     if base == "ptail":
-        return FamilyCode(name, PTAIL, p0=1.0 / par["p"])
+        return FamilyCode(name, PTAIL.value, p0=1.0 / par["p"])
     if name == "logexp":
-        return FamilyCode(name, LOGEXP)
+        return FamilyCode(name, LOGEXP.value)
     if name.startswith("edge"):
-        return FamilyCode(name, EDGE, p0=par["c"], p1=1.0 / par["q"])
+        return FamilyCode(name, EDGE.value, p0=par["c"], p1=1.0 / par["q"])
     if name == "unif":
-        return FamilyCode(name, UNIF, shift=1.0)
+        return FamilyCode(name, UNIF.value, shift=1.0)
     if base == "sphere":
         if par["d"] == 3:
-            return FamilyCode(name, SPHERE3, shift=1.0)
+            return FamilyCode(name, SPHERE3.value, shift=1.0)
         if par["d"] == 5:
-            return FamilyCode(name, SPHERE5, shift=1.0)
+            return FamilyCode(name, SPHERE5.value, shift=1.0)
         raise ValueError(f"{name}: only sphere3 and sphere5 are generated in-kernel")
     if name.startswith("planted_shrink"):
-        return FamilyCode(name, PLANTED, p1=par["w"], top=par["c"] / math.log(n))
+        return FamilyCode(name, PLANTED.value, p1=par["w"], top=par["c"] / math.log(n))
     if name.startswith("planted"):
-        return FamilyCode(name, PLANTED, p1=par["w"], top=par["g"])
+        return FamilyCode(name, PLANTED.value, p1=par["w"], top=par["g"])
     if name.startswith("simplex"):
-        return FamilyCode(name, SIMPLEX, p0=par["rho"], p1=par["eta"], top=1.0)
+        return FamilyCode(name, SIMPLEX.value, p0=par["rho"], p1=par["eta"], top=1.0)
     if base == "pareto":
-        return FamilyCode(name, PARETO, p0=1.0 / par["alpha"])
+        return FamilyCode(name, PARETO.value, p0=1.0 / par["alpha"])
     raise ValueError(f"family {name!r} has no in-kernel generator")
 
 
@@ -151,48 +183,68 @@ def _uniform_fine_numpy(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return np.minimum(u, ONE_MINUS)
 
 
+def _one_word_numpy(code: int, x: np.ndarray, p0: np.float32, p1: np.float32) -> np.ndarray:
+    f32 = np.float32
+    u = _uniform_numpy(x)
+    if code in (PTAIL.value, LOGEXP.value, EDGE.value):
+        e = np.log2(u) * f32(-LN2)  # E = -ln u > 0
+        if code == PTAIL.value:
+            return np.exp2(np.log2(e) * p0)
+        if code == LOGEXP.value:
+            return np.log2(e) * f32(LN2)
+        return -np.exp2(np.log2(p0 / e) * p1)
+    if code == PLANTED.value:
+        return -p1 * u
+    if code == SIMPLEX.value:
+        return p0 + p1 * (f32(2.0) * u - f32(1.0))
+    if code == PARETO.value:
+        return np.exp2(-np.log2(u) * p0)
+    raise ValueError(f"unknown family code {code}")
+
+
+def _box_muller_numpy(xa: np.ndarray, xb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    f32 = np.float32
+    r = np.sqrt(np.log2(_uniform_numpy(xa)) * f32(-2.0 * LN2))
+    theta = (_uniform_numpy(xb) - f32(0.5)) * f32(TWO_PI)
+    return r * np.cos(theta), r * np.sin(theta)
+
+
+def _median3_numpy(a, b, c):
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
 def sample_scores_numpy(fc: FamilyCode, seed: int, rows: int, n: int, row0: int = 0) -> np.ndarray:
     """The scores the kernels generate, ``(rows, n)`` float32, computed with numpy (same operations).
 
     These are the family's scores minus ``fc.shift`` (reflected families: unif, sphere3, sphere5).
     """
-    cols = np.arange(n, dtype=np.uint32)[None, :]
+    groups = -(-n // 4)
+    W = fc.words
+    g = np.arange(groups, dtype=np.uint64)[None, :]
     rws = (np.arange(rows, dtype=np.uint64) + np.uint64(row0)).astype(np.uint32)[:, None]
-    c0 = np.broadcast_to(cols, (rows, n))
-    c1 = np.broadcast_to(rws, (rows, n))
-    x0, x1, x2, _ = philox_numpy(seed, c0, c1)
-    u0 = _uniform_numpy(x0)
+    words = []  # 4 W arrays (rows, groups), in the kernel's order
+    for k in range(W):
+        c0 = np.broadcast_to((g * np.uint64(W) + np.uint64(k)).astype(np.uint32), (rows, groups))
+        words.extend(philox_numpy(seed, c0, np.broadcast_to(rws, (rows, groups))))
     f32 = np.float32
-    p0, p1, top = f32(fc.p0), f32(fc.p1), f32(fc.top)
+    p0, p1 = f32(fc.p0), f32(fc.p1)
     with np.errstate(divide="ignore"):
-        if fc.code == GAUSS:
-            u1 = _uniform_numpy(x1)
-            s = np.sqrt(f32(-2.0) * np.log(u0)) * np.cos(TWO_PI * u1)
-        elif fc.code == PTAIL:
-            s = np.exp2(np.log2(-np.log(u0)) * p0)
-        elif fc.code == LOGEXP:
-            s = np.log(-np.log(u0))
-        elif fc.code == EDGE:
-            s = -np.exp2(np.log2(p0 / -np.log(u0)) * p1)
-        elif fc.code == UNIF:  # U(0,1) - 1 = -U'
-            s = -_uniform_fine_numpy(x0, x1)
-        elif fc.code == SPHERE3:  # (2U - 1) - 1 = -2U'
-            s = f32(-2.0) * _uniform_fine_numpy(x0, x1)
-        elif fc.code == SPHERE5:  # (2 med - 1) - 1 = -2 med'
-            u1, u2 = _uniform_numpy(x1), _uniform_numpy(x2)
-            med = np.maximum(np.minimum(u0, u1), np.minimum(np.maximum(u0, u1), u2))
-            s = f32(-2.0) * med
-        elif fc.code == PLANTED:
-            s = -p1 * u0
-        elif fc.code == SIMPLEX:
-            s = p0 + p1 * (f32(2.0) * u0 - f32(1.0))
-        elif fc.code == PARETO:
-            s = np.exp2(-np.log2(u0) * p0)
+        if fc.code == GAUSS.value:
+            s0, s1 = _box_muller_numpy(words[0], words[1])
+            s2, s3 = _box_muller_numpy(words[2], words[3])
+            parts = [s0, s1, s2, s3]
+        elif fc.code == UNIF.value:  # U(0,1) - 1 = -U'
+            parts = [-_uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
+        elif fc.code == SPHERE3.value:  # (2U - 1) - 1 = -2U'
+            parts = [f32(-2.0) * _uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
+        elif fc.code == SPHERE5.value:  # (2 med - 1) - 1 = -2 med'
+            u = [_uniform_numpy(w) for w in words]
+            parts = [f32(-2.0) * _median3_numpy(u[3 * v], u[3 * v + 1], u[3 * v + 2]) for v in range(4)]
         else:
-            raise ValueError(f"unknown family code {fc.code}")
-    s = s.astype(np.float32)
-    if fc.code in (PLANTED, SIMPLEX):
-        s[:, 0] = top
+            parts = [_one_word_numpy(fc.code, words[v], p0, p1) for v in range(4)]
+    s = np.stack(parts, axis=-1).reshape(rows, 4 * groups)[:, :n].astype(np.float32)  # column 4 g + v
+    if fc.code in (PLANTED.value, SIMPLEX.value):
+        s[:, 0] = f32(fc.top)
     return s
 
 
@@ -214,123 +266,157 @@ def _uniform_fine(hi, lo):
 
 
 @triton.jit
-def _family_tile(seed, c0, c1, fam, p0, p1, top):
-    """Scores (minus the family's shift) of family code ``fam`` at columns ``c0`` and rows ``c1`` (int32, one shape)."""
-    zero = tl.zeros_like(c0)
-    x0, x1, x2, x3 = tl.philox(seed, c0, c1, zero, zero)
-    u0 = _uniform(x0)
-    if fam == 2:  # gauss
-        u1 = _uniform(x1)
-        s = tl.sqrt(-2.0 * tl.log(u0)) * tl.cos(6.283185307179586 * u1)
-    elif fam == 3:  # ptail
-        s = tl.exp2(tl.log2(-tl.log(u0)) * p0)
-    elif fam == 4:  # logexp
-        s = tl.log(-tl.log(u0))
-    elif fam == 5:  # edge
-        s = -tl.exp2(tl.log2(p0 / -tl.log(u0)) * p1)
-    elif fam == 6:  # unif, reflected: U - 1 = -U'
-        s = -_uniform_fine(x0, x1)
-    elif fam == 7:  # sphere3, reflected: (2U - 1) - 1 = -2U'
-        s = -2.0 * _uniform_fine(x0, x1)
-    elif fam == 8:  # sphere5, reflected: (2 med - 1) - 1 = -2 med'
-        u1 = _uniform(x1)
-        u2 = _uniform(x2)
-        med = tl.maximum(tl.minimum(u0, u1), tl.minimum(tl.maximum(u0, u1), u2))
-        s = -2.0 * med
-    elif fam == 9:  # planted
-        s = -p1 * u0
-    elif fam == 10:  # simplex
-        s = p0 + p1 * (2.0 * u0 - 1.0)
-    else:  # pareto
-        s = tl.exp2(-tl.log2(u0) * p0)
-    if fam == 9 or fam == 10:
-        s = tl.where(c0 == 0, top, s)
-    return s
-
-
-@triton.jit(do_not_specialize=["seed", "fam", "row0", "R", "n"])
-def _sample_kernel(out_ptr, seed, fam, p0, p1, top, R, n, row0, BM: tl.constexpr, BN: tl.constexpr):
-    """Write the generated scores of a ``(R, n)`` block (testing and the CPU equality check)."""
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    c0 = cols[None, :] + 0 * rows[:, None]  # (BM, BN)
-    c1 = (rows + row0)[:, None] + 0 * cols[None, :]
-    s = _family_tile(seed, c0, c1, fam, p0, p1, top)  # (BM, BN)
-    m = (rows < R)[:, None] & (cols < n)[None, :]
-    tl.store(out_ptr + rows.to(tl.int64)[:, None] * n + cols[None, :], s, mask=m)
+def _log2(x, FAST: tl.constexpr):
+    if FAST:
+        return libdevice.fast_log2f(x)
+    else:
+        return tl.log2(x)
 
 
 @triton.jit
-def _generated_tile(seed, rows, rmask, row0, c, hi, fam, p0, p1, top, L: tl.constexpr, V: tl.constexpr):
-    """The ``(BM, V, L)`` tile of columns ``c + l V + v`` (the layout of kind 1, see _common) and its mask."""
-    cols = c + tl.arange(0, V)[:, None] + tl.arange(0, L)[None, :] * V  # (V, L)
-    inside = rmask[:, None, None] & (cols < hi)[None, :, :]  # (BM, V, L)
-    c0 = cols[None, :, :] + 0 * rows[:, None, None]
-    c1 = (rows + row0)[:, None, None] + 0 * cols[None, :, :]
-    return _family_tile(seed, c0, c1, fam, p0, p1, top), inside
+def _one_word(x, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
+    """One score of a one-word family from the 32-bit word ``x``."""
+    u = _uniform(x)
+    if FAM == PTAIL or FAM == LOGEXP or FAM == EDGE:
+        e = _log2(u, FAST) * -0.6931471805599453  # E = -ln u
+        if FAM == PTAIL:
+            s = tl.exp2(_log2(e, FAST) * p0)
+        elif FAM == LOGEXP:
+            s = _log2(e, FAST) * 0.6931471805599453
+        else:
+            s = -tl.exp2(_log2(p0 / e, FAST) * p1)
+    elif FAM == PLANTED:
+        s = -p1 * u
+    elif FAM == SIMPLEX:
+        s = p0 + p1 * (2.0 * u - 1.0)
+    else:  # PARETO
+        s = tl.exp2(-_log2(u, FAST) * p0)
+    return s
 
 
-@triton.jit(do_not_specialize=["seed", "fam", "row0", "R", "n", "tiles", "SPLIT"])
-def _sampled_pass1(seed, fam, p0, p1, top, R, n, row0, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
-                   BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr):
-    pid_r = tl.program_id(0)
-    pid_c = tl.program_id(1)
-    rows = pid_r * BM + tl.arange(0, BM)
-    rmask = rows < R
-    lo = pid_c * tiles * (L * V)
-    hi = tl.minimum(lo + tiles * (L * V), n)
-    top1 = tl.full([BM, L], float("-inf"), tl.float32)
-    top2 = tl.full([BM, L], float("-inf"), tl.float32)
-    low = tl.full([BM, L], float("inf"), tl.float32)
-    count = tl.zeros([BM, L], tl.int32)
-    bad = tl.zeros([BM, L], tl.int32)
-    for c in range(lo, hi, L * V):
-        s, inside = _generated_tile(seed, rows, rmask, row0, c, hi, fam, p0, p1, top, L, V)  # (BM, V, L)
-        top1, top2, low, count, bad = lane_pass1(s, inside, top1, top2, low, count, bad)
-    top1, top2, low, count, bad = lanes_reduce1(top1, top2, low, count, bad)  # (BM,)
-    store_pass1(rows * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
+@triton.jit
+def _box_muller(xa, xb, FAST: tl.constexpr):
+    """Two Gaussians from two words: ``r cos theta, r sin theta`` with ``theta`` in ``(-pi, pi)``."""
+    r = tl.sqrt(_log2(_uniform(xa), FAST) * -1.3862943611198906)
+    theta = (_uniform(xb) - 0.5) * 6.283185307179586
+    if FAST:
+        return r * libdevice.fast_cosf(theta), r * libdevice.fast_sinf(theta)
+    else:
+        return r * tl.cos(theta), r * tl.sin(theta)
 
 
-@triton.jit(do_not_specialize=["seed", "fam", "row0", "R", "n", "tiles", "SPLIT", "NCH"])
-def _sampled_pass2(seed, fam, p0, p1, top_score, R, n, row0, tiles, SPLIT, NCH, top_ptr, beta2_ptr, t_ptr,
-                   o_m0, o_a, o_b, o_c, o_n,
-                   BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr, NBC: tl.constexpr, NTC: tl.constexpr):
-    pid_k = tl.program_id(0)
-    pid_r = tl.program_id(1)
-    pid_c = tl.program_id(2)
-    rows = pid_r * BM + tl.arange(0, BM)
-    rmask = rows < R
-    lo = pid_c * tiles * (L * V)
-    hi = tl.minimum(lo + tiles * (L * V), n)
-    top = tl.load(top_ptr + rows, mask=rmask, other=0.0)
-    beta2 = tl.load(beta2_ptr + pid_k * NBC + tl.arange(0, NBC))  # (NBC,)
-    tcut = tl.load(t_ptr + pid_k * NTC + tl.arange(0, NTC))  # (NTC,)
-    m0 = tl.zeros([BM, L], tl.int32)
-    acc_a = tl.zeros([BM, NBC, L], tl.float32)
-    acc_b = tl.zeros([BM, NBC, L], tl.float32)
-    acc_c = tl.zeros([BM, NBC, L], tl.float32)
-    acc_n = tl.zeros([BM, NTC, L], tl.int32)
-    for c in range(lo, hi, L * V):
-        s, inside = _generated_tile(seed, rows, rmask, row0, c, hi, fam, p0, p1, top_score, L, V)  # (BM, V, L)
-        # snap: 4 ulps of |top| (4 * 2^-23), for a maximum regenerated with another rounding
-        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, 4.76837158203125e-07 * tl.abs(top), beta2,
-                                                     tcut, m0, acc_a, acc_b, acc_c, acc_n)
-    store_lanes2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
-                 NCH, NBC, NTC)
+@triton.jit
+def _median3(a, b, c):
+    return tl.maximum(tl.minimum(a, b), tl.minimum(tl.maximum(a, b), c))
+
+
+@triton.jit
+def _philox_block(seed, g, row, k: tl.constexpr, W: tl.constexpr):
+    zero = tl.zeros_like(g)
+    return tl.philox(seed, g * W + k, row, zero, zero)
+
+
+@triton.jit
+def _family_group(seed, g, row, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
+    """The scores (minus the family's shift) of columns ``4g, 4g+1, 4g+2, 4g+3`` of ``row`` (int32 tensors)."""
+    if FAM == UNIF or FAM == SPHERE3:
+        x0, x1, x2, x3 = _philox_block(seed, g, row, 0, 2)
+        y0, y1, y2, y3 = _philox_block(seed, g, row, 1, 2)
+        k = -1.0 if FAM == UNIF else -2.0
+        s0 = k * _uniform_fine(x0, x1)
+        s1 = k * _uniform_fine(x2, x3)
+        s2 = k * _uniform_fine(y0, y1)
+        s3 = k * _uniform_fine(y2, y3)
+    elif FAM == SPHERE5:
+        x0, x1, x2, x3 = _philox_block(seed, g, row, 0, 3)
+        y0, y1, y2, y3 = _philox_block(seed, g, row, 1, 3)
+        z0, z1, z2, z3 = _philox_block(seed, g, row, 2, 3)
+        s0 = -2.0 * _median3(_uniform(x0), _uniform(x1), _uniform(x2))
+        s1 = -2.0 * _median3(_uniform(x3), _uniform(y0), _uniform(y1))
+        s2 = -2.0 * _median3(_uniform(y2), _uniform(y3), _uniform(z0))
+        s3 = -2.0 * _median3(_uniform(z1), _uniform(z2), _uniform(z3))
+    elif FAM == GAUSS:
+        x0, x1, x2, x3 = _philox_block(seed, g, row, 0, 1)
+        s0, s1 = _box_muller(x0, x1, FAST)
+        s2, s3 = _box_muller(x2, x3, FAST)
+    else:
+        x0, x1, x2, x3 = _philox_block(seed, g, row, 0, 1)
+        s0 = _one_word(x0, FAM, p0, p1, FAST)
+        s1 = _one_word(x1, FAM, p0, p1, FAST)
+        s2 = _one_word(x2, FAM, p0, p1, FAST)
+        s3 = _one_word(x3, FAM, p0, p1, FAST)
+    return s0, s1, s2, s3
+
+
+@triton.jit
+def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
+                 FAST: tl.constexpr):
+    """The ``(BM, V, L)`` tile of columns ``c + 4 l + v`` (``c`` a multiple of 4; the layout of :mod:`.tiles`),
+    ``-inf`` outside the rows, and its ``inside`` mask.  Each thread runs the Philox blocks of its group once."""
+    lanes = tl.arange(0, BN // _V)[None, None, :]  # (1, 1, L)
+    g = c // 4 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
+    rr = (rows + row0)[:, None, None] + 0 * lanes  # (BM, 1, L)
+    s0, s1, s2, s3 = _family_group(seed, g, rr, FAM, p0, p1, FAST)
+    v = tl.arange(0, _V)[None, :, None]  # (1, V, 1)
+    s = tl.where(v == 0, s0, tl.where(v == 1, s1, tl.where(v == 2, s2, s3)))  # (BM, V, L)
+    cols = c + v + 4 * lanes  # (1, V, L)
+    if FAM == PLANTED or FAM == SIMPLEX:
+        s = tl.where(cols == 0, top, s)
+    inside = rmask[:, None, None] & (cols < hi)
+    return tl.where(inside, s, float("-inf")), inside
+
+
+@triton.jit(do_not_specialize=["seed", "row0", "R", "n"])
+def _sample_kernel(out_ptr, seed, p0, p1, top, R, n, row0, BM: tl.constexpr, BN: tl.constexpr,
+                   FAM: tl.constexpr, FAST: tl.constexpr):
+    """Write the generated scores of a ``(R, n)`` block (testing and the CPU equality check)."""
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    c = tl.program_id(1) * BN
+    s, inside = _family_tile(seed, rows, rows < R, row0, c, n, top, FAM, p0, p1, BN, FAST)  # (BM, V, L)
+    cols = c + tl.arange(0, _V)[None, :, None] + 4 * tl.arange(0, BN // _V)[None, None, :]
+    tl.store(out_ptr + rows.to(tl.int64)[:, None, None] * n + cols, s, mask=inside)
+
+
+@triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
+def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
+                   BM: tl.constexpr, BN: tl.constexpr, FAM: tl.constexpr, FAST: tl.constexpr):
+    _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
+    top1, top2, low, count, bad = init_pass1(BM, BN // _V)
+    for c in range(lo, hi, BN):
+        s, inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
+        top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, True)
+    store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
+
+
+@triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
+def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, snap_ptr, o_m0, o_a, o_b, o_n,
+                   BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
+                   NS: tl.constexpr, BNEED: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr,
+                   FAM: tl.constexpr, FAST: tl.constexpr):
+    _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
+    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP)
+    for c in range(lo, hi, BN):
+        s, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
+        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, BNEED,
+                                             TCUT, NT, NTP)
+    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP)
 
 
 # ----------------------------------------------------------------------------------------------
-# Launchers
+# Launchers and entry points
 # ----------------------------------------------------------------------------------------------
 
 
-# (BM, BN, NBC, NTC, num_warps), as for kind 1: BN = 4 x 32 x num_warps columns, each thread generates 4
-# adjacent columns of each of the BM rows per tile, the per-lane partials are reduced across lanes once per
-# program.  Pass 2 regenerates the tile once per beta/threshold chunk, so larger chunks save Philox work at
-# the price of registers; the benchmark times the default and the alternatives and keeps the fastest.
-GPU_BLOCK = (1, 512, 8, 16, 4)
-GPU_BLOCK_ALTERNATIVES = ((1, 512, 16, 32, 4), (1, 256, 16, 32, 2))
-INTERPRETER_BLOCK = (16, 64, 4, 8, 4)
+# (BM, BN, roots per chunk, thresholds per chunk, num_warps), as for kind scores: BN = 4 x 32 x num_warps
+# columns, each thread makes the 4 columns of one group of each of the BM rows per tile, and every beta and
+# threshold of the chunk (one chunk for 8 ladder roots and 64 thresholds) uses that one generation.
+GPU_BLOCK = (1, 512, 8, 64, 4)
+GPU_BLOCK_ALTERNATIVES = ((1, 512, 8, 32, 4), (1, 256, 8, 64, 2))
+INTERPRETER_BLOCK = (16, 64, 8, 64, 4)
+
+# A maximum regenerated with another rounding (two compilations of the same generator) counts as the
+# maximum within 4 ulps of |top| (4 * 2^-23 relative).
+SNAP_RELATIVE = 4.76837158203125e-07
 
 
 def fp32_gap_ratio(top: Any, shift: float, kappa_bar: float) -> np.ndarray:
@@ -348,12 +434,17 @@ def fp32_gap_ratio(top: Any, shift: float, kappa_bar: float) -> np.ndarray:
 FP32_GAP_LIMIT = 1e-2
 
 
-def _check_size(rows: int, n: int, seed: int, row0: int) -> None:
-    if not (isinstance(n, (int, np.integer)) and 1 <= n < 2 ** 31):
+def _check_size(rows: Any, n: Any, seed: Any, row0: Any) -> None:
+    def is_int(v):
+        return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+    if not (is_int(n) and 1 <= n < 2 ** 31):
         raise ValueError(f"n must be an integer in [1, 2^31), got {n!r}")
-    if not (isinstance(rows, (int, np.integer)) and rows >= 1 and row0 >= 0 and row0 + rows <= 2 ** 31):
-        raise ValueError(f"rows must be >= 1 with row0 + rows <= 2^31, got rows={rows!r}, row0={row0!r}")
-    if not (isinstance(seed, (int, np.integer)) and 0 <= seed < 2 ** 63):
+    if not (is_int(row0) and row0 >= 0):
+        raise ValueError(f"row0 must be an integer >= 0, got {row0!r}")
+    if not (is_int(rows) and rows >= 1 and row0 + rows <= 2 ** 31):
+        raise ValueError(f"rows must be an integer >= 1 with row0 + rows <= 2^31, got rows={rows!r}, row0={row0!r}")
+    if not (is_int(seed) and 0 <= seed < 2 ** 63):
         raise ValueError(f"seed must be an integer in [0, 2^63), got {seed!r}")
 
 
@@ -366,15 +457,15 @@ def sample_scores(family: Any, n: int, rows: int, *, seed: int = 0, row0: int = 
     """
     _check_size(rows, n, seed, row0)
     fc = family_code(family, n)
-    which = pick_backend(backend, False, rows * n)
+    which = pick_backend(backend, rows * n)
     if which == "reference":
         return sample_scores_numpy(fc, seed, rows, n, row0), which
     dev = torch.device("cuda") if which == "triton-cuda" else torch.device("cpu")
     out = torch.empty(rows, n, dtype=torch.float32, device=dev)
     BM, BN = 16, 64
     grid = (triton.cdiv(rows, BM), triton.cdiv(n, BN))
-    _sample_kernel[grid](out, int(seed), fc.code, float(fc.p0), float(fc.p1), float(fc.top), rows, n, int(row0),
-                         BM=BM, BN=BN)
+    _sample_kernel[grid](out, int(seed), float(fc.p0), float(fc.p1), float(fc.top), rows, n, int(row0),
+                         BM=BM, BN=BN, FAM=fc.code, FAST=which == "triton-cuda")
     return out, which
 
 
@@ -384,14 +475,16 @@ def sampled_row_stats(family: Any, n: int, rows: int, beta: Any, t: Any, *, seed
     """Row statistics of ``rows`` generated rows of length ``n`` of a family (theory.md §3.1, §5).
 
     Row ``r`` is the same whatever ``rows``, ``row0`` (global row ``row0 + r``), blocks and backend.
-    Dispatch as :func:`critscale.kernels.row_stats`; the reference backend materialises the scores with
+    Dispatch as :func:`critscale.kernels.scores_row_stats`; the reference backend materialises the scores with
     :func:`sample_scores_numpy` (in row blocks) and runs the critscale float64 reference on them.
+    ``notes["generator"]`` records :data:`GENERATOR_VERSION`.
     """
     _check_size(rows, n, seed, row0)
+    K = check_K(K)
     fc = family_code(family, n)
-    beta_g = as_grid(beta, "beta")
-    t_g = as_grid(t, "t", sorted_=True)
-    which = pick_backend(backend, False, rows * n)
+    beta_g = beta_grid(beta)
+    t_g = threshold_grid(t)
+    which = pick_backend(backend, rows * n)
     if which == "reference":
         step = max(1, (1 << 22) // n)
         parts = []
@@ -402,38 +495,17 @@ def sampled_row_stats(family: Any, n: int, rows: int, beta: Any, t: Any, *, seed
         if len(parts) > 1:
             for name in RowStats.FIELDS:
                 setattr(out, name, torch.cat([getattr(p, name) for p in parts], dim=0))
-        out.top = out.top + fc.shift  # float64: the family's own top score
-        out.notes.update(family=fc.name, seed=seed)
-        return out
-    interpret = which == "triton-interpreter"
-    dev = torch.device("cuda") if not interpret else torch.device("cpu")
-    BM, BN, NBC, NTC, warps = lane_block(block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK), len(beta_g),
-                                         len(t_g))
-    row_blocks = triton.cdiv(rows, BM)
-    n_tiles = triton.cdiv(n, BN)
-    nch, beta2, tt = grid_chunks(beta_g, t_g, NBC, NTC, dev)
-    if split is None:
-        target = 4 * torch.cuda.get_device_properties(dev).multi_processor_count if not interpret else 1
-        split = choose_split(row_blocks * nch, n_tiles, target)
-    split = int(max(1, min(split, n_tiles)))
-    tiles = triton.cdiv(n_tiles, split)
-    split = triton.cdiv(n_tiles, tiles)
-    common = (int(seed), fc.code, float(fc.p0), float(fc.p1), float(fc.top), rows, n, int(row0), tiles, split)
-    tile_args = dict(BM=BM, L=BN // LANE_VEC, V=LANE_VEC, num_warps=warps)
-    f32 = dict(dtype=torch.float32, device=dev)
-    i32 = dict(dtype=torch.int32, device=dev)
-    top1, top2, low = (torch.empty(rows, split, **f32) for _ in range(3))
-    count, bad = (torch.empty(rows, split, **i32) for _ in range(2))
-    _sampled_pass1[(row_blocks, split)](*common, top1, top2, low, count, bad, **tile_args)
-    p1 = combine_pass1(top1, top2, low, count, bad)
-    check_pass1(p1, f"generated {fc.name} scores")
-    top = p1.top.float().contiguous()
-    m0 = torch.empty(rows, split, nch, **i32)
-    a, b, c = (torch.empty(rows, split, nch * NBC, **f32) for _ in range(3))
-    cnt = torch.empty(rows, split, nch * NTC, **i32)
-    _sampled_pass2[(nch, row_blocks, split)](*common, nch, top, beta2, tt, m0, a, b, c, cnt, NBC=NBC, NTC=NTC,
-                                             **tile_args)
-    out = finish(p1, *sum_pass2(m0, a, b, c, cnt, len(beta_g), len(t_g)), beta_g, t_g, which, K=K)
+        out.notes.update(kind="sampled")
+    else:
+        interpret = which == "triton-interpreter"
+        dev = torch.device("cuda") if not interpret else torch.device("cpu")
+        blk = check_block(block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK))
+        launch = Launch(kind="sampled", pass1=_sampled_pass1, pass2=_sampled_pass2,
+                        args=(int(seed), float(fc.p0), float(fc.p1), float(fc.top), int(row0)), R=rows, n=n, batch=1,
+                        lanes=blk[1] // LANE_VEC, device=dev, snap_relative=SNAP_RELATIVE,
+                        what=f"generated {fc.name} scores", bad_meaning="NaN or infinities",
+                        constexprs=dict(FAM=fc.code, FAST=not interpret))
+        out = run_two_pass(launch, beta_g, t_g, K, which, blk, split)
     out.top = out.top + fc.shift  # float64: the family's own top score
-    out.notes.update(split=split, block=(BM, BN, NBC, NTC, warps), chunks=nch, family=fc.name, seed=seed)
+    out.notes.update(family=fc.name, seed=seed, generator=GENERATOR_VERSION)
     return out

@@ -1,15 +1,12 @@
-"""Kind 1 — row statistics of a stored score matrix, streamed without materialising anything per beta.
+"""Kind ``scores``: row statistics of a stored score matrix, streamed without materialising anything per beta.
 
-What and why
-------------
-Given scores ``(rows, n)`` (``-inf`` = masked) we want, for every row and every beta of a grid,
-``log Z``, the entropy ``H``, ``p_max`` and ``sum p^2``, the gap counts ``N(t_j)`` on a threshold grid,
-and brackets for the accumulation scale ``kappa`` (theory.md §3.1).  Eager PyTorch materialises a
-``(rows, n)`` temporary per beta and per threshold; here each score is read twice (pass 1: max,
-second value, min, count; pass 2: every sum and count) and nothing of size ``n`` is ever written.
-The two-pass design is explained in :mod:`critscale.kernels._common`.
+Given scores ``(rows, n)`` (``-inf`` = masked) we want, for every row and every beta of a grid, ``log Z``,
+the entropy ``H``, ``p_max`` and ``sum p^2``, the gap counts ``N(t_j)`` on a threshold grid, and brackets for
+the accumulation scale ``kappa`` (theory.md §3.1).  Eager PyTorch materialises a ``(rows, n)`` temporary per
+beta and per threshold; here each score is read twice (pass 1: order statistics; pass 2: every sum and
+count, :mod:`critscale.kernels.twopass`) and nothing of size ``n`` is written.
 
-Order of this file (as in the Triton tutorials): torch reference -> kernels -> launcher.
+Order of this file (as in the Triton tutorials): references -> kernels -> launcher and entry point.
 """
 
 from __future__ import annotations
@@ -21,11 +18,16 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import (LANE_VEC, Pass1, RowStats, as_grid, check_pass1, choose_split, combine_pass1, finish,
-                      grid_chunks, lane_block, lane_pass1, lane_pass2, lanes_reduce1, pick_backend,
-                      reference_from_scores, restore, store_lanes2, store_pass1, sum_pass2)
+from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
+from .rowstats import Pass1, RowStats, finish, reference_from_scores, restore
+from .tiles import (fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologue, store_pass1,
+                    store_pass2)
+from .twopass import Launch, run_two_pass
 
-__all__ = ["row_stats", "torch_reference", "critscale_reference"]
+__all__ = ["checked_reference", "critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
+
+LANE_VEC = 4  # fp32 per thread per row of a tile: one 16-byte load
+_V = tl.constexpr(LANE_VEC)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -35,10 +37,8 @@ __all__ = ["row_stats", "torch_reference", "critscale_reference"]
 
 def torch_reference(scores: torch.Tensor, beta: Any, t: Any, K: int = 2) -> RowStats:
     """Float64 torch reference from materialised scores (small sizes: it builds ``(rows, n, n_beta)``)."""
-    beta = as_grid(beta, "beta")
-    t = as_grid(t, "t", sorted_=True)
     s = torch.as_tensor(scores).reshape(-1, scores.shape[-1]).double().cpu()
-    return reference_from_scores(s, beta, t, K=K)
+    return reference_from_scores(s, beta_grid(beta), threshold_grid(t), K=check_K(K))
 
 
 def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K: int = 2) -> RowStats:
@@ -52,18 +52,14 @@ def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K
     counts = gap_counts(s, t)  # (rows, nt)
     valid = s > -np.inf
     top = s.max(axis=1)
-    if s.shape[1] >= 2:
-        second = -np.partition(-s, 1, axis=1)[:, 1]
-    else:
-        second = np.full_like(top, -np.inf)
+    second = -np.partition(-s, 1, axis=1)[:, 1] if s.shape[1] >= 2 else np.full_like(top, -np.inf)
     low = np.where(valid, s, np.inf).min(axis=1)
     m0 = (s == top[:, None]).sum(axis=1)
+    zeros = torch.zeros(len(top), len(beta), dtype=torch.float64)
     p1 = Pass1(top=torch.from_numpy(top), second=torch.from_numpy(second), low=torch.from_numpy(low),
                n_valid=torch.from_numpy(valid.sum(axis=1)), n_bad=torch.zeros(len(top), dtype=torch.long))
-    out = finish(p1, torch.from_numpy(m0), torch.zeros(len(top), len(beta), dtype=torch.float64),
-                 torch.zeros(len(top), len(beta), dtype=torch.float64),
-                 torch.zeros(len(top), len(beta), dtype=torch.float64),
-                 torch.from_numpy(np.asarray(counts, dtype=np.float64)), beta, t, "reference", K=K)
+    out = finish(p1, torch.from_numpy(m0), zeros, zeros, zeros, torch.from_numpy(np.asarray(counts, dtype=np.float64)),
+                 beta, t, "reference", K=K)
     out.log_z = torch.from_numpy(np.asarray(st.log_z))
     out.entropy = torch.from_numpy(np.asarray(st.entropy))
     out.max_weight = torch.from_numpy(np.asarray(st.max_weight))
@@ -76,135 +72,88 @@ def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K
 # ----------------------------------------------------------------------------------------------
 
 
-# Layout (see "Coalesced tile updates" in _common): a program reads tiles (BM, V, L) of BM rows and BN = L V
-# consecutive columns, contiguous along the middle axis, so each thread issues one 16-byte load per row and
-# a warp reads 512 contiguous bytes of a row.  The row stride and ``n`` are specialised (Triton marks them
-# divisible by 16 when they are), and each column chunk starts at a multiple of BN (``lo = pid_c * tiles *
-# BN``), so the compiler can prove the 16-byte alignment of every vector and the constancy of the mask
-# ``cols < hi`` over each vector.  The row count and the chunking are not specialised.  The column loop is
-# unrolled twice (``loop_unroll_factor``), so that each thread has two 16-byte loads in flight: with one
-# beta and one threshold both passes are bound by memory latency x bytes in flight, not by arithmetic.
+# Layout (see :mod:`.tiles`): a program reads tiles (BM, V, L) of BM rows and BN = L V consecutive columns,
+# contiguous along the middle axis, so each thread issues one 16-byte load per row and a warp reads 512
+# contiguous bytes of a row.  The row stride and ``n`` are specialised (Triton marks them divisible by 16
+# when they are), and each column chunk starts at a multiple of BN, so the compiler can prove the 16-byte
+# alignment of every vector and the constancy of the mask ``cols < hi`` over each vector.  The column loop
+# is unrolled twice (``loop_unroll_factor``), so that each thread has two 16-byte loads in flight.
 
 
 @triton.jit
-def _load_tile(x_ptr, rows, rmask, stride, c, hi, L: tl.constexpr, V: tl.constexpr):
-    """The ``(BM, V, L)`` fp32 tile of columns ``c + l V + v`` of ``rows`` and its ``inside`` mask."""
-    cols = c + tl.arange(0, V)[:, None] + tl.arange(0, L)[None, :] * V  # (V, L)
+def _load_tile(x_ptr, rows, rmask, stride, c, hi, BN: tl.constexpr):
+    """The ``(BM, V, L)`` fp32 tile of columns ``c + l V + v`` of ``rows``, ``-inf`` outside the rows."""
+    cols = c + tl.arange(0, _V)[:, None] + tl.arange(0, BN // _V)[None, :] * _V  # (V, L)
     inside = rmask[:, None, None] & (cols < hi)[None, :, :]  # (BM, V, L)
     ptrs = x_ptr + rows.to(tl.int64)[:, None, None] * stride + cols[None, :, :]
-    s = tl.load(ptrs, mask=inside, other=float("-inf")).to(tl.float32)
-    return s, inside
+    return tl.load(ptrs, mask=inside, other=float("-inf")).to(tl.float32), inside
 
 
 @triton.jit(do_not_specialize=["R", "tiles", "SPLIT"])
 def _scores_pass1(x_ptr, stride, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
-                  BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr):
-    """Program (row block, column chunk of ``tiles`` tiles): order statistics of its ``BM`` rows."""
-    pid_r = tl.program_id(0)
-    pid_c = tl.program_id(1)
-    rows = pid_r * BM + tl.arange(0, BM)
-    rmask = rows < R
-    lo = pid_c * tiles * (L * V)
-    hi = tl.minimum(lo + tiles * (L * V), n)
-    top1 = tl.full([BM, L], float("-inf"), tl.float32)
-    top2 = tl.full([BM, L], float("-inf"), tl.float32)
-    low = tl.full([BM, L], float("inf"), tl.float32)
-    count = tl.zeros([BM, L], tl.int32)
-    bad = tl.zeros([BM, L], tl.int32)
-    for c in tl.range(lo, hi, L * V, loop_unroll_factor=2):
-        s, inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, L, V)  # (BM, V, L)
-        top1, top2, low, count, bad = lane_pass1(s, inside, top1, top2, low, count, bad)
-    top1, top2, low, count, bad = lanes_reduce1(top1, top2, low, count, bad)  # (BM,)
-    store_pass1(rows * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
+                  BM: tl.constexpr, BN: tl.constexpr):
+    """Program (row block, column chunk): order statistics of its ``BM`` rows."""
+    _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
+    top1, top2, low, count, bad = init_pass1(BM, BN // _V)
+    for c in tl.range(lo, hi, BN, loop_unroll_factor=2):
+        s, inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
+        top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, False)
+    store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 
-@triton.jit(do_not_specialize=["R", "tiles", "SPLIT", "NCH"])
-def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, NCH, top_ptr, beta2_ptr, t_ptr,
-                  o_m0, o_a, o_b, o_c, o_n,
-                  BM: tl.constexpr, L: tl.constexpr, V: tl.constexpr, NBC: tl.constexpr, NTC: tl.constexpr):
-    """Program (beta/threshold chunk, row block, column chunk): sums and counts relative to the row maxima.
-
-    The chunk index is the grid's fastest axis, so the programs that read the same tile run together and
-    all but the first find it in L2.
-    """
-    pid_k = tl.program_id(0)
-    pid_r = tl.program_id(1)
-    pid_c = tl.program_id(2)
-    rows = pid_r * BM + tl.arange(0, BM)
-    rmask = rows < R
-    lo = pid_c * tiles * (L * V)
-    hi = tl.minimum(lo + tiles * (L * V), n)
-    top = tl.load(top_ptr + rows, mask=rmask, other=0.0)
-    beta2 = tl.load(beta2_ptr + pid_k * NBC + tl.arange(0, NBC))  # (NBC,)
-    tcut = tl.load(t_ptr + pid_k * NTC + tl.arange(0, NTC))  # (NTC,)
-    m0 = tl.zeros([BM, L], tl.int32)
-    acc_a = tl.zeros([BM, NBC, L], tl.float32)
-    acc_b = tl.zeros([BM, NBC, L], tl.float32)
-    acc_c = tl.zeros([BM, NBC, L], tl.float32)
-    acc_n = tl.zeros([BM, NTC, L], tl.int32)
-    for c in tl.range(lo, hi, L * V, loop_unroll_factor=2):
-        s, inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, L, V)  # (BM, V, L)
-        m0, acc_a, acc_b, acc_c, acc_n = lane_pass2(s, inside, top, top * 0.0, beta2, tcut, m0, acc_a, acc_b, acc_c,
-                                                     acc_n)
-    store_lanes2(rows * SPLIT + pid_c, rmask, pid_k, m0, acc_a, acc_b, acc_c, acc_n, o_m0, o_a, o_b, o_c, o_n,
-                 NCH, NBC, NTC)
+@triton.jit(do_not_specialize=["R", "tiles", "SPLIT"])
+def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, o_m0, o_a, o_b, o_n, BM: tl.constexpr,
+                  BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
+                  BNEED: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr):
+    """Program (row block, column chunk): ladder sums and counts relative to the row maxima (one grid chunk)."""
+    _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
+    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP)
+    for c in tl.range(lo, hi, BN, loop_unroll_factor=2):
+        s, _inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
+        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, BNEED,
+                                             TCUT, NT, NTP)
+    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP)
 
 
 # ----------------------------------------------------------------------------------------------
-# Launcher
+# Launcher and entry point
 # ----------------------------------------------------------------------------------------------
 
 
-# (BM, BN, NBC, NTC, num_warps): BN = 4 x 32 x num_warps columns, so each thread holds one 16-byte vector
-# of each of the BM rows per tile; NBC betas and NTC thresholds per program (the grid's first axis runs
-# over chunks; both are shrunk to the grid's sizes, see ``lane_block``).  The per-lane accumulators take
-# BM (3 NBC + NTC + 1) registers per thread.  ptxas for sm_90a (triton 3.7.1 / 3.6.0), no spills anywhere:
-# pass 1 about 31 registers; pass 2 30 for one beta and one threshold (full occupancy), 96 for the default,
-# 168 for the 16/32 alternatives, ~105 for the 8-warp one.  Two rows per program (BM = 2) compile with
-# layout conversions through shared memory inside the loop under triton 3.6, so BM stays 1 on the GPU.
-# The benchmark times the default and the alternatives and keeps the fastest.
-GPU_BLOCK = (1, 512, 8, 16, 4)
-GPU_BLOCK_ALTERNATIVES = ((1, 512, 16, 32, 4), (1, 256, 16, 32, 2), (1, 1024, 8, 16, 8))
-INTERPRETER_BLOCK = (16, 128, 4, 8, 4)
+# (BM, BN, roots per chunk, thresholds per chunk, num_warps): BN = 4 x 32 x num_warps columns, so each thread
+# holds one 16-byte vector of each of the BM rows per tile.  The per-lane accumulators take
+# BM (2 roots x levels + thresholds + 1) registers per thread (the grid itself is compiled in): 8 roots x 5
+# levels and 64 thresholds (32 betas of ratio 2^{1/8} and 64 thresholds, one chunk) is 145.
+# ``python -m critscale.kernels.sass`` prints registers, local-memory traffic and instructions per score.
+GPU_BLOCK = (1, 512, 8, 64, 4)
+GPU_BLOCK_ALTERNATIVES = ((1, 512, 8, 32, 4), (1, 256, 8, 64, 2), (1, 1024, 8, 64, 8))
+INTERPRETER_BLOCK = (16, 128, 8, 64, 4)
 
 
-def launch_passes(x: torch.Tensor, beta: np.ndarray, t: np.ndarray, split: int | None, K: int,
-                  backend: str, block: tuple[int, int, int, int, int] | None = None) -> RowStats:
+def check_block(block: tuple[int, int, int, int, int]) -> tuple[int, int, int, int, int]:
+    """A launchable block ``(BM, BN, roots per chunk, thresholds per chunk, num_warps)``, all powers of two."""
+    BM, BN, NRC, NTC, warps = (int(v) for v in block)
+    if any(v < 1 or v & (v - 1) for v in (BM, BN, NRC, NTC, warps)) or BN < LANE_VEC:
+        raise ValueError(f"block: every entry must be a power of two and BN >= {LANE_VEC}, got {block}")
+    return BM, BN, NRC, NTC, warps
+
+
+def launch_passes(x: torch.Tensor, beta: np.ndarray, t: np.ndarray, split: int | None, K: int, backend: str,
+                  block: tuple[int, int, int, int, int] | None = None,
+                  precheck: torch.Tensor | None = None) -> RowStats:
     """Run both passes on a ``(rows, n)`` tensor ``x`` (fp32/fp16/bf16, unit column stride) and finish."""
-    R, n = x.shape
-    dev = x.device
     interpret = backend == "triton-interpreter"
-    BM, BN, NBC, NTC, warps = lane_block(block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK), len(beta), len(t))
-    row_blocks = triton.cdiv(R, BM)
-    n_tiles = triton.cdiv(n, BN)
-    nch, beta2, tt = grid_chunks(beta, t, NBC, NTC, dev)
-    if split is None:
-        target = 4 * torch.cuda.get_device_properties(dev).multi_processor_count if not interpret else 1
-        split = choose_split(row_blocks * nch, n_tiles, target)
-    split = int(max(1, min(split, n_tiles)))
-    tiles = triton.cdiv(n_tiles, split)
-    split = triton.cdiv(n_tiles, tiles)
-    tile_args = dict(BM=BM, L=BN // LANE_VEC, V=LANE_VEC, num_warps=warps)
-    f32 = dict(dtype=torch.float32, device=dev)
-    i32 = dict(dtype=torch.int32, device=dev)
-    top1, top2, low = (torch.empty(R, split, **f32) for _ in range(3))
-    count, bad = (torch.empty(R, split, **i32) for _ in range(2))
-    _scores_pass1[(row_blocks, split)](x, x.stride(0), R, n, tiles, split, top1, top2, low, count, bad, **tile_args)
-    p1 = combine_pass1(top1, top2, low, count, bad)
-    check_pass1(p1, "scores")
-    top = p1.top.float().contiguous()
-    m0 = torch.empty(R, split, nch, **i32)
-    a, b, c = (torch.empty(R, split, nch * NBC, **f32) for _ in range(3))
-    cnt = torch.empty(R, split, nch * NTC, **i32)
-    _scores_pass2[(nch, row_blocks, split)](x, x.stride(0), R, n, tiles, split, nch, top, beta2, tt,
-                                            m0, a, b, c, cnt, NBC=NBC, NTC=NTC, **tile_args)
-    out = finish(p1, *sum_pass2(m0, a, b, c, cnt, len(beta), len(t)), beta, t, backend, K=K)
-    out.notes.update(split=split, block=(BM, BN, NBC, NTC, warps), chunks=nch)
-    return out
+    blk = check_block(block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK))
+    R, n = x.shape
+    launch = Launch(kind="scores", pass1=_scores_pass1, pass2=_scores_pass2, args=(x, x.stride(0)), R=R, n=n,
+                    batch=1, lanes=blk[1] // LANE_VEC, device=x.device,
+                    what="scores", bad_meaning="NaN or +inf", precheck=precheck,
+                    precheck_message=fp32_overflow_message("scores"))
+    return run_two_pass(launch, beta, t, K, backend, blk, split)
 
 
-def row_stats(scores: Any, beta: Any, t: Any, *, K: int = 2, backend: str = "auto",
-              split: int | None = None, block: tuple[int, int, int, int, int] | None = None) -> RowStats:
+def scores_row_stats(scores: Any, beta: Any, t: Any, *, K: int = 2, backend: str = "auto",
+                     split: int | None = None, block: tuple[int, int, int, int, int] | None = None) -> RowStats:
     """Row statistics of stored scores ``(..., n)`` at every ``beta`` and gap counts at every ``t``.
 
     Theory.md §3.1 (the objects bounded by Theorems 1–3 of §3.2).  Dispatch: a CUDA device runs the
@@ -212,8 +161,11 @@ def row_stats(scores: Any, beta: Any, t: Any, *, K: int = 2, backend: str = "aut
     (``TRITON_INTERPRET=1``), else the float64 critscale reference runs.  ``result.backend`` says which.
 
     Inputs in float32, float16 or bfloat16 are read as they are (fp32 arithmetic); float64 inputs are
-    rounded to float32 for the kernels (the reference keeps float64).  ``split`` forces the number of
-    column chunks per row and ``block`` the shape ``(BM, BN, NBC, NTC, num_warps)`` (testing, tuning).
+    rounded to float32, and refused (``ValueError``, on every backend) when a finite score lies outside
+    float32's range or a row's range overflows float32.  ``K``, ``beta`` and ``t`` are checked as the
+    library checks them.  A beta grid containing doubling chains (e.g. geometric of ratio ``2^{1/m}``) costs
+    one exponential per chain and score (:mod:`critscale.kernels.ladder`).  ``split`` forces the number of
+    column chunks per row and ``block`` the shape ``(BM, BN, roots per chunk, thresholds per chunk, num_warps)``.
     """
     like = scores
     x = torch.as_tensor(scores) if not torch.is_tensor(scores) else scores
@@ -221,26 +173,52 @@ def row_stats(scores: Any, beta: Any, t: Any, *, K: int = 2, backend: str = "aut
         raise ValueError("scores must have at least one dimension (rows are the last axis)")
     if x.shape[-1] == 0:
         raise ValueError("scores has rows of length 0: every row needs at least one entry")
-    if not (x.is_floating_point()):
-        raise ValueError(f"scores must be floating point, got {x.dtype}")
-    beta_g = as_grid(beta, "beta")
-    t_g = as_grid(t, "t", sorted_=True)
+    if x.is_complex() or not x.is_floating_point():
+        raise ValueError(f"scores must be real floating point, got {x.dtype}")
+    K = check_K(K)
+    beta_g = beta_grid(beta)
+    t_g = threshold_grid(t)
     batch = tuple(x.shape[:-1])
-    flat = x.reshape(-1, x.shape[-1])
-    which = pick_backend(backend, x.is_cuda, flat.numel())
+    flat = x.detach().reshape(-1, x.shape[-1])
+    which = pick_backend(backend, flat.numel())
     if which == "reference":
-        s64 = flat.detach().double().cpu()
-        if bool(torch.isnan(s64).any()) or bool(torch.isposinf(s64).any()):
-            raise ValueError("scores contain NaN or +inf; only -inf is allowed, it marks a masked entry")
-        if bool((~(s64 > float("-inf"))).all(dim=1).any()):
-            raise ValueError("scores: rows empty after masking (every entry is -inf)")
-        out = critscale_reference(s64.numpy(), beta_g, t_g, K=K)
+        out = checked_reference(flat, beta_g, t_g, K)
     else:
         dev = torch.device("cuda") if which == "triton-cuda" else torch.device("cpu")
+        precheck = None
+        if flat.dtype == torch.float64:
+            precheck = ((flat.abs() > FP32_MAX) & torch.isfinite(flat)).any()  # device bool, read at the end
         if flat.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             flat = flat.float()
         flat = flat.to(dev)
         if flat.stride(-1) != 1:
             flat = flat.contiguous()
-        out = launch_passes(flat, beta_g, t_g, split, K, which, block)
+        out = launch_passes(flat, beta_g, t_g, split, K, which, block, precheck=None if precheck is None
+                            else precheck.to(dev))
     return restore(out, batch, like)
+
+
+def checked_reference(flat: torch.Tensor, beta: np.ndarray, t: np.ndarray, K: int,
+                      what: str = "scores") -> RowStats:
+    """The float64 reference with the kernels' input contract (the Triton path's errors, in the same words)."""
+    s64 = flat.double().cpu()
+    if bool(((s64.abs() > FP32_MAX) & torch.isfinite(s64)).any()):
+        raise ValueError(fp32_overflow_message(what))
+    if bool(torch.isnan(s64).any()) or bool(torch.isposinf(s64).any()):
+        rows = torch.nonzero((torch.isnan(s64) | torch.isposinf(s64)).any(dim=1)).flatten()[:10].tolist()
+        raise ValueError(f"{what} contain NaN or +inf (rows {rows}); only -inf is allowed, it marks a masked entry")
+    valid = s64 > float("-inf")
+    empty = ~valid.any(dim=1)
+    if bool(empty.any()):
+        raise ValueError(f"{what}: rows empty after masking (every entry is -inf): rows "
+                         f"{torch.nonzero(empty).flatten()[:10].tolist()}")
+    top = s64.max(dim=1).values
+    low = torch.where(valid, s64, torch.full_like(s64, float("inf"))).min(dim=1).values
+    over = ~torch.isfinite((top - low).float())
+    if bool(over.any()):
+        raise ValueError(f"{what}: the range max - min of rows {torch.nonzero(over).flatten()[:10].tolist()} "
+                         "overflows float32")
+    return critscale_reference(s64.numpy(), beta, t, K=K)
+
+
+row_stats = scores_row_stats  # the name before the kinds were named; notebooks and scripts may still use it

@@ -1,4 +1,4 @@
-"""Kind 2 (fused q.k logits): the Triton kernels against the critscale float64 reference.
+"""Kind ``qk`` (fused q.k logits): the Triton kernels against the critscale float64 reference.
 
 The reference materialises ``scale * q k^T`` in float64 from the same (possibly bf16-rounded) inputs.
 The kernel's fp32 dot product differs by at most ``gamma_d scale sum_k |q_k k_k|`` per logit, and the

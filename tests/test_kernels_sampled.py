@@ -1,4 +1,4 @@
-"""Kind 3 (scores generated in the kernel): generator identity, laws, and statistics.
+"""Kind ``sampled`` (scores generated in the kernel): generator identity, laws, and statistics.
 
 - The interpreter's scores equal the numpy mirror bit for bit; on the GPU the uniforms are identical and
   the transcendental functions agree to fp32 rounding (tolerance below).
@@ -13,7 +13,7 @@ import torch
 from scipy import stats
 
 import critscale
-from critscale.kernels import sample_scores, sampled_row_stats
+from critscale.kernels import GENERATOR_VERSION, sample_scores, sampled_row_stats
 from critscale.kernels.sampled import family_code, philox_numpy, sample_scores_numpy
 from critscale.kernels.testing import assert_close_rel, backend_params, check_softmax_fields, require
 
@@ -177,6 +177,45 @@ def test_uniform_fine_is_uniform_near_zero():
     assert p > 1e-3
 
 
+def unif_words(seed: int, rows: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two words of each unif score in generator version 2, from the stream's definition: column
+    ``4 g + v`` uses block ``2 g + v // 2`` (counter ``(2 g + v // 2, row, 0, 0)``), words ``2 (v % 2)`` and
+    ``2 (v % 2) + 1``."""
+    j = np.arange(n)
+    g, v = j // 4, j % 4
+    c0 = np.broadcast_to((2 * g + v // 2).astype(np.uint32)[None, :], (rows, n))
+    c1 = np.broadcast_to(np.arange(rows, dtype=np.uint32)[:, None], (rows, n))
+    words = philox_numpy(seed, c0, c1)
+    first = np.where((v % 2 == 0)[None, :], words[0], words[2])
+    second = np.where((v % 2 == 0)[None, :], words[1], words[3])
+    return first, second
+
+
+def test_generator_v2_four_gaussians_per_philox_block():
+    """Known answer of the version-2 stream, from its definition (not from the mirror's code): the Gaussian
+    columns 4g..4g+3 of row r are Box-Muller of the four words of Philox block (g, r), computed in float64.
+    Fails for version 1 (one block per column) or any other word assignment."""
+    assert GENERATOR_VERSION == 2
+    s = sample_scores_numpy(family_code("gauss", 40), 9, 3, 40).astype(np.float64)  # (3, 40)
+    g = np.arange(10)
+    for r in range(3):
+        w = [x.astype(np.float64) for x in philox_numpy(9, g.astype(np.uint32), np.full(10, r, dtype=np.uint32))]
+        u = [np.minimum((x + 0.5) * 2.0 ** -32, 1 - 2.0 ** -24) for x in w]
+        want = []
+        for a, b in ((u[0], u[1]), (u[2], u[3])):
+            rad, theta = np.sqrt(-2 * np.log(a)), 2 * np.pi * (b - 0.5)
+            want += [rad * np.cos(theta), rad * np.sin(theta)]
+        np.testing.assert_allclose(s[r], np.stack(want, axis=1).ravel(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["triton-interpreter", "reference"])
+def test_generator_version_is_recorded(backend):
+    if backend == "triton-interpreter":
+        require(backend)
+    res = sampled_row_stats("gauss", 64, 2, [1.0], [0.5], seed=3, backend=backend)
+    assert res.notes["generator"] == GENERATOR_VERSION and res.notes["kind"] == "sampled"
+
+
 def test_sampled_top_is_the_family_top():
     """``RowStats.top`` adds the shift back: the top of the family's own scores, float64."""
     require("triton-interpreter")
@@ -195,9 +234,7 @@ def test_reflected_unif_statistics_match_float64_generation():
     n, rows = 1 << 18, 2
     fc = family_code("unif", n)
     s32 = sample_scores_numpy(fc, 31, rows, n).astype(np.float64)  # (rows, n), = -U' rounded to fp32
-    cols = np.broadcast_to(np.arange(n, dtype=np.uint32)[None, :], (rows, n))
-    rws = np.broadcast_to(np.arange(rows, dtype=np.uint32)[:, None], (rows, n))
-    x0, x1, _, _ = philox_numpy(31, cols, rws)
+    x0, x1 = unif_words(31, rows, n)
     s64 = -(x0.astype(np.float64) * 2.0 ** -32 + (x1.astype(np.float64) + 0.5) * 2.0 ** -64)
     beta = [2.0 * critscale.families.get("unif").kappa_bar(n)]
     exact = critscale.softmax_stats(s64, beta).collision

@@ -1,7 +1,8 @@
-"""Kind 1 (stored scores): the Triton kernels against the critscale float64 reference.
+"""Kind ``scores`` (stored scores): the Triton kernels against the critscale float64 reference.
 
 Every case runs under the interpreter on CPU and, marked ``gpu``, on CUDA (skips are reported).
-Tolerances are derived in :mod:`critscale.kernels.testing`.
+Tolerances are derived in :mod:`critscale.kernels.testing`; the beta ladder's error bound in
+:mod:`critscale.kernels.ladder`.
 """
 
 import math
@@ -11,7 +12,8 @@ import pytest
 import torch
 
 import critscale
-from critscale.kernels import kappa_bounds, row_stats
+from critscale.kernels import kappa_bounds, scores_row_stats as row_stats
+from critscale.kernels.ladder import EX2_REL_GPU, EX2_REL_INTERPRETER, beta_plan, term_error_bound
 from critscale.kernels.scores import torch_reference
 from critscale.kernels.testing import (assert_close_rel, backend_params, check_softmax_fields, device_of,
                                        require)
@@ -48,6 +50,19 @@ def test_softmax_fields_match_reference(backend, rows, n, split):
     check_softmax_fields(res, ref, valid)
     np.testing.assert_array_equal(res.n_valid, valid)
     np.testing.assert_array_equal(res.top, s.double().numpy().max(axis=1))
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_geometric_grid_by_squaring_matches_reference(backend):
+    """24 betas of ratio 2^{1/4} on the irregular rows: chains are cut after four squarings (4 roots of 5
+    levels, then 4 more roots for the last octave and C), and the sums agree with the float64 reference within
+    the derived tolerance (which includes the squarings' share)."""
+    require(backend)
+    beta = 0.05 * 2.0 ** (np.arange(24) / 4)
+    s = irregular_scores(9, 150, seed=17)
+    res = row_stats(s.to(device_of(backend)), beta, grid_t(s), backend=backend).to_numpy()
+    assert res.notes["exp2_per_score"] == 8 and res.notes["levels"] == 5
+    check_softmax_fields(res, critscale.softmax_stats(s.double().numpy(), beta), np.isfinite(s.numpy()).sum(axis=1))
 
 
 @pytest.mark.parametrize("backend", backend_params())
@@ -211,25 +226,131 @@ def test_large_beta_gap_no_overflow_reference_consistency():
 def test_gpu_tile_shapes_run_in_interpreter(block):
     """The GPU tile shapes (the default and every alternative the benchmark may pick) run here too."""
     from critscale.kernels import scores as mod
-    from critscale.kernels._common import lane_block
 
     require("triton-interpreter")
     shape = mod.GPU_BLOCK if block == "gpu" else mod.GPU_BLOCK_ALTERNATIVES[int(block[3:])]
     s = irregular_scores(7, 600, seed=4)  # 7 rows: the awkward ones of irregular_scores
     t = grid_t(s)
     res = row_stats(s, BETA, t, backend="triton-interpreter", block=shape, split=2).to_numpy()
-    assert res.notes["block"] == lane_block(shape, len(BETA), len(t))
+    assert res.notes["block"] == shape and res.notes["kind"] == "scores"
     check_softmax_fields(res, critscale.softmax_stats(s.double().numpy(), BETA), np.isfinite(s.numpy()).sum(axis=1))
     np.testing.assert_array_equal(res.counts, critscale.gap_counts(s.double().numpy(), t))
 
 
-def test_lane_block_shrinks_chunks_to_the_grids():
-    from critscale.kernels._common import lane_block
+def test_float32_counts_stay_below_the_exact_limit(monkeypatch):
+    """Counts are float32 sums, exact while one lane counts at most 2^24 entries per program; the launcher
+    splits rows so that it does.  With the limit lowered to 16 (4 entries per lane and tile in the interpreter
+    block), a 2000-column row needs at least 4 column chunks, and its counts stay exact."""
+    from critscale.kernels import twopass
 
-    assert lane_block((1, 512, 16, 32, 4), 1, 1) == (1, 512, 1, 1, 4)
-    assert lane_block((1, 512, 16, 32, 4), 5, 33) == (1, 512, 8, 32, 4)
-    with pytest.raises(ValueError, match="BN"):
-        lane_block((1, 100, 16, 32, 4), 1, 1)
+    require("triton-interpreter")
+    monkeypatch.setattr(twopass, "COUNT_EXACT_LIMIT", 16)
+    s = (torch.randint(-300, 300, (2, 2000), generator=torch.Generator().manual_seed(3)).float() / 64)
+    t = np.array([0.0, 0.5 / 64, 1.0, 3.0, np.inf])
+    res = row_stats(s, [1.0], t, backend="triton-interpreter", split=1).to_numpy()
+    assert res.notes["block"][1] == 128  # 16 tiles of 128 columns, 4 entries per lane and tile
+    assert res.notes["split"] == 4  # asked for 1: at most 16 / 4 = 4 tiles per chunk
+    np.testing.assert_array_equal(res.counts, critscale.gap_counts(s.double().numpy(), t))
+
+
+@pytest.mark.gpu
+def test_one_host_synchronisation_per_call():
+    """On CUDA a call waits for the device once, at its end (the input check); grids are uploaded once.
+    torch's sync debug mode warns at every synchronising operation: the second call (grids cached) warns once."""
+    require("triton-cuda")
+    import warnings
+
+    s = torch.randn(64, 4096, device="cuda")
+    beta = 0.05 * 2.0 ** (np.arange(32) / 8)
+    t = np.linspace(0, 3, 64)
+    row_stats(s, beta, t)
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            row_stats(s, beta, t)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [w for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) == 1, [str(w.message) for w in syncs]
+
+
+def test_check_block_refuses_shapes_that_cannot_launch():
+    from critscale.kernels.scores import check_block
+
+    assert check_block((1, 512, 8, 64, 4)) == (1, 512, 8, 64, 4)
+    for bad in ((1, 100, 8, 64, 4), (1, 2, 8, 64, 4), (3, 512, 8, 64, 4), (1, 512, 0, 64, 4)):
+        with pytest.raises(ValueError, match="power of two"):
+            check_block(bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# The beta ladder (one exp2 per chain of doubling betas) and its error bound
+# ----------------------------------------------------------------------------------------------
+
+
+def test_ladder_plan_geometric_and_arbitrary_grids():
+    """A geometric grid of ratio 2^{1/8} (32 values) is 8 chains of 5 levels (4 for beta, one more for
+    C(beta) = A(2 beta)); a grid without doublings has one chain per beta, of 2 levels; beta = 0 needs none.
+    Each requested beta (and 2 beta) is found at root * 2^level to the stated tolerance."""
+    geo = 0.05 * 2.0 ** (np.arange(32) / 8)
+    plan = beta_plan(geo)
+    assert len(plan.roots) == 8 and plan.levels == 5 and plan.exp2_per_score == 8
+    arbitrary = np.array([0.0, 0.3, 0.7, 1.1, 5.0])
+    plan2 = beta_plan(arbitrary)
+    assert len(plan2.roots) == 4 and plan2.levels == 2 and plan2.a_slot[0] == -1
+    for p, grid in ((plan, geo), (plan2, arbitrary)):
+        pos = grid > 0
+        value = p.roots[p.a_slot[pos] // p.levels] * 2.0 ** (p.a_slot[pos] % p.levels)
+        np.testing.assert_allclose(value, grid[pos], rtol=2.0 ** -30)
+        value2 = p.roots[p.c_slot[pos] // p.levels] * 2.0 ** (p.c_slot[pos] % p.levels)
+        np.testing.assert_allclose(value2, 2 * grid[pos], rtol=2.0 ** -30)
+
+
+def _squaring_pipeline(root: float, d: np.ndarray, levels: int) -> list[np.ndarray]:
+    """The kernel's float32 operations for one term: b = fl(root log2 e), x = fl(b d), w = exp2(-x), w <- w^2."""
+    b = np.float32(root * 1.4426950408889634)
+    w = np.exp2(-(b * d.astype(np.float32)))
+    out = [w]
+    for _ in range(levels - 1):
+        w = w * w
+        out.append(w)
+    return out
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_squaring_error_bound_on_adversarial_gaps(backend):
+    """Terms made by squaring obey ``ladder.term_error_bound``, and need its squaring part.
+
+    Rows ``[0, -d]`` have ``A(beta) = e^{-beta d}`` exactly one term, read back as ``expm1(log Z)``.  The beta
+    grid ``2^l``, ``l = 0..4``, is one chain: level ``l`` is ``l`` squarings of one exp2.  The gaps ``d`` are the
+    48 (of 20000) whose float32 pipeline errs most at level 4.  Fails if the bound is too small (any error
+    above it), or if it were the bound of a directly evaluated exp2 (``level = 0``): some level-4 errors
+    exceed that (by about 4x in the interpreter), so the squarings' ``(2^l - 1)(eps + u)`` is needed.
+    """
+    require(backend)
+    eps = EX2_REL_INTERPRETER if backend == "triton-interpreter" else EX2_REL_GPU
+    rng = np.random.default_rng(7)
+    # beta d at level 4 in (0.03, 1): there the exponent's rounding (3 u beta d) is small and the squarings'
+    # share shows; at large beta d the first term dominates both bounds
+    d = rng.uniform(0.002, 0.06, 20000).astype(np.float32)
+    beta = 2.0 ** np.arange(5)
+    exact = np.exp(-beta[None, :] * d.astype(np.float64)[:, None])  # (rows, levels)
+    mirror = np.stack(_squaring_pipeline(1.0, d, 5), axis=1).astype(np.float64)
+    worst = np.argsort(-np.abs(mirror[:, 4] / exact[:, 4] - 1))[:48]
+    d = d[worst]
+    s = torch.zeros(len(d), 2)
+    s[:, 1] = -torch.from_numpy(d)
+    res = row_stats(s.to(device_of(backend)), beta, [0.0], backend=backend).to_numpy()
+    assert res.notes["exp2_per_score"] == 2 and res.notes["levels"] == 5  # C(16) = A(32): a second root
+    got = np.expm1(res.log_z)  # (rows, levels): the single term
+    want = np.exp(-beta[None, :] * d.astype(np.float64)[:, None])
+    err = np.abs(got / want - 1)
+    bd = beta[None, :] * d.astype(np.float64)[:, None]
+    bound = term_error_bound(np.arange(5)[None, :], bd, eps) + 4e-16  # + the float64 log1p/expm1 round trip
+    assert (err <= bound).all(), f"max err/bound {np.max(err / bound):.3f}"
+    direct = term_error_bound(0, bd[:, 4], eps)  # per row: the bound of one exp2 at beta = 16
+    assert (err[:, 4] > direct).any(), np.max(err[:, 4] / direct)
 
 
 def test_ceiling_microkernels_compute_what_they_claim():

@@ -1,0 +1,242 @@
+"""Offline instruction counts: compile each kernel for sm_90a, disassemble, count its hot loop by pipe.
+
+No GPU is needed: ``triton.compile`` targets ``GPUTarget("cuda", 90, 32)`` and Triton ships ``ptxas`` and
+``cuobjdump`` (``triton/backends/nvidia/bin``).  Run it in a process where ``TRITON_INTERPRET=0``::
+
+    TRITON_INTERPRET=0 python -m critscale.kernels.sass            # table of every kernel
+    TRITON_INTERPRET=0 python -m critscale.kernels.sass --json out.json
+
+For each kernel the hot loop is the innermost loop (a backward branch) with the most instructions; its
+instructions are counted per pipe and divided by the scores one thread handles per iteration, which gives
+instructions per score.  Floors: with ``c_p`` instructions per score on pipe ``p`` and the pipe's rate
+``r_p`` (thread-instructions per clock per SM, the CUDA C++ Programming Guide's throughput table for
+compute capability 9.0), a score costs at least ``max_p c_p / r_p`` clocks of one SM, and at least
+``c_total / 128`` for issue (4 schedulers x 1 warp-instruction per clock).  These floors come from the
+compiled code, not from a count of the formulas.
+
+Pipes: MUFU (ex2, lg2, sin, cos, rsqrt: 16/clk), XU conversions (F2I, I2F: 16), FMA (FFMA, FMUL, FADD: 128;
+IMAD: 64, counted as FMA-heavy), ALU (compares, selects, min/max, integer and logic: 64), SHFL (warp
+shuffles: 32), LSU (global and shared loads/stores: 32), UNIFORM (the scalar datapath, not counted against
+the vector pipes), TENSOR (HMMA/HGMMA), CTRL (branches, barriers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+__all__ = ["PIPE_RATE", "KernelCount", "compile_sass", "count_hot_loop", "kernel_specs", "main", "pipe_of"]
+
+ARCH = 90  # sm_90a (H100, H200)
+PIPE_RATE = {"MUFU": 16, "XU": 16, "FMA": 128, "FMAHEAVY": 64, "ALU": 64, "SHFL": 32, "LSU": 32}
+ISSUE_RATE = 128
+_PIPES = [
+    ("MUFU", r"MUFU"),
+    ("XU", r"(F2I|I2F|F2F|FRND)(\.|$)"),
+    ("SHFL", r"SHFL"),
+    ("TENSOR", r"(HMMA|HGMMA|IMMA|WGMMA|GMMA)"),
+    ("LSU", r"(LDG|STG|LDS|STS|LDL|STL|LDSM|LD|ST|ATOM|ATOMS|ATOMG|RED|LDGSTS|LDGDEPBAR|STSM|UTMALDG)(\.|$)"),
+    ("FMAHEAVY", r"(IMAD|IMUL|IDP|IMMA)(\.|$)"),
+    ("FMA", r"(FFMA|FMUL|FADD|HFMA2|HMUL2|HADD2|FMUL2|FADD2|FFMA2)(\.|$)"),
+    ("CTRL", r"(BRA|BRX|JMP|CALL|RET|EXIT|BAR|BSSY|BSYNC|WARPSYNC|NOP|DEPBAR|YIELD|MEMBAR|ERRBAR|CCTL|"
+             r"WARPGROUP|ELECT|ENDCOLLECTIVE|ACQBULK|SYNCS|FENCE|BPT|KILL)(\.|$)"),
+    ("UNIFORM", r"(U[A-Z0-9]+|S2UR|R2UR|LDC|ULDC)(\.|$)"),
+    ("ALU", r"[A-Z0-9]+"),
+]
+_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+
+
+def pipe_of(opcode: str) -> str:
+    """The pipe an SASS opcode issues to (see the module docstring)."""
+    for name, pattern in _PIPES:
+        if re.match(pattern, opcode):
+            return name
+    return "ALU"
+
+
+def _bin(tool: str) -> str:
+    return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / tool)
+
+
+@dataclass
+class Compiled:
+    name: str
+    sass: str
+    registers: int
+    spills: int
+    shared: int
+
+
+def compile_sass(fn, signature: dict[str, str], constexprs: dict[str, Any], div16: tuple[str, ...] = (),
+                 num_warps: int = 4, num_stages: int = 3) -> Compiled:
+    """Compile ``fn`` (a ``@triton.jit`` kernel) for sm_90a and disassemble it.
+
+    ``signature`` maps every non-constexpr argument to a Triton type (``"*fp32"``, ``"i32"``, ``"fp32"``, ...);
+    pointers and the arguments named in ``div16`` are marked divisible by 16, as the launcher's
+    specialisation does for aligned tensors and multiples of 16.
+    """
+    sig = dict(signature)
+    for name in constexprs:
+        sig[name] = "constexpr"
+    names = fn.arg_names
+    attrs = {(names.index(a),): [["tt.divisibility", 16]] for a, ty in signature.items()
+             if ty.startswith("*") or a in div16}
+    src = ASTSource(fn=fn, signature={a: sig[a] for a in names}, constexprs=dict(constexprs), attrs=attrs)
+    kernel = triton.compile(src, target=GPUTarget("cuda", ARCH, 32),
+                            options={"num_warps": num_warps, "num_stages": num_stages})
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(kernel.asm["cubin"])
+        sass = subprocess.run([_bin("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True,
+                              check=True).stdout
+        res = subprocess.run([_bin("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True,
+                             check=True).stdout
+    regs = re.search(r"REG:(\d+)", res)
+    local = len(re.findall(r"\b(STL|LDL)(\.|\s)", sass))
+    return Compiled(name=fn.__name__, sass=sass, registers=int(regs.group(1)) if regs else -1, spills=local,
+                    shared=int(getattr(kernel.metadata, "shared", 0)))
+
+
+@dataclass
+class KernelCount:
+    """Counts of a kernel's hot loop: per pipe per iteration, and per score."""
+
+    kernel: str
+    block: str
+    registers: int
+    local_memory_instructions: int
+    shared_bytes: int
+    loop_instructions: int
+    scores_per_iteration: float
+    per_pipe: dict = field(default_factory=dict)
+    per_score: dict = field(default_factory=dict)
+    opcodes: dict = field(default_factory=dict)
+    floor_clocks_per_score: dict = field(default_factory=dict)
+
+    def bound(self) -> str:
+        return max(self.floor_clocks_per_score, key=self.floor_clocks_per_score.get)
+
+
+def parse(sass: str) -> list[tuple[int, str, str]]:
+    """``(address, opcode, operands)`` of every instruction of a ``cuobjdump -sass`` listing."""
+    return [(int(m.group(1), 16), m.group(3), m.group(4)) for m in _LINE.finditer(sass)]
+
+
+def count_hot_loop(sass: str) -> tuple[int, Counter, Counter]:
+    """The innermost loop with the most instructions: (instructions, per-pipe counts, per-opcode counts).
+
+    A kernel without a loop (fully unrolled) is counted whole."""
+    ins = parse(sass)
+    loops = []
+    for addr, op, args in ins:
+        m = re.match(r"\s*(0x[0-9a-f]+)", args) if op.startswith("BRA") else None
+        if m and int(m.group(1), 16) < addr:  # a backward branch (not the self-branch after EXIT)
+            loops.append((int(m.group(1), 16), addr))
+    inner = [lp for lp in loops if not any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
+    lo, hi = max(inner, key=lambda lp: lp[1] - lp[0]) if inner else (0, max((a for a, _, _ in ins), default=0))
+    body = [op for addr, op, _ in ins if lo <= addr <= hi]
+    ops = Counter(op.split(".")[0] for op in body)
+    pipes = Counter(pipe_of(op) for op in body)
+    return len(body), pipes, ops
+
+
+def count_kernel(c: Compiled, block: str, scores_per_iteration: float) -> KernelCount:
+    total, pipes, ops = count_hot_loop(c.sass)
+    per_score = {p: v / scores_per_iteration for p, v in sorted(pipes.items())}
+    per_score["total"] = total / scores_per_iteration
+    floors = {p: per_score.get(p, 0.0) / r for p, r in PIPE_RATE.items()}
+    floors["FMA"] = (per_score.get("FMA", 0.0) + per_score.get("FMAHEAVY", 0.0)) / PIPE_RATE["FMA"]
+    floors["issue"] = per_score["total"] / ISSUE_RATE
+    return KernelCount(kernel=c.name, block=block, registers=c.registers, local_memory_instructions=c.spills,
+                       shared_bytes=c.shared, loop_instructions=total, scores_per_iteration=scores_per_iteration,
+                       per_pipe=dict(pipes), per_score=per_score, opcodes=dict(ops.most_common(25)),
+                       floor_clocks_per_score=floors)
+
+
+def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]:
+    """The kernels as the benchmark launches them: default GPU blocks, a grid of ``n_roots`` ladder roots
+    with ``levels`` levels (32 betas of ratio ``2^{1/8}``: 8 and 5) and ``n_t`` thresholds, one chunk."""
+    from . import qk, sampled, scores
+    from .twopass import pow2
+
+    roots2 = tuple(float(2.0 ** (-3 + r / n_roots)) for r in range(n_roots))  # representative values
+    tcut = tuple(float(0.001 * 1.17 ** j) for j in range(n_t))
+    bneed = tuple(lv < levels - 1 for r in range(n_roots) for lv in range(levels))  # the top level only feeds C
+    grid = dict(ROOTS2=roots2, NR=n_roots, LVR=levels, NS=pow2(n_roots * levels), BNEED=bneed, TCUT=tcut, NT=n_t,
+                NTP=pow2(n_t))
+    common = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
+    out1 = dict(o_top1="*fp32", o_top2="*fp32", o_low="*fp32", o_count="*i32", o_bad="*i32")
+    out2 = dict(top_ptr="*fp32", snap_ptr="*fp32", o_m0="*fp32", o_a="*fp32", o_b="*fp32", o_n="*fp32")
+    specs = []
+    for mod, name in ((scores, "scores"), (sampled, "sampled")):
+        BM, BN, NRC, NTC, warps = mod.GPU_BLOCK
+        per_tile = BM * BN / (32 * warps)
+        if name == "scores":
+            lead, extra, div, unroll = {"x_ptr": "*fp32", "stride": "i32"}, {}, ("stride", "n"), 2
+        else:
+            lead = {"seed": "i64", "p0": "fp32", "p1": "fp32", "top_score": "fp32", "row0": "i32"}
+            extra, div, unroll = dict(FAM=sampled.GAUSS.value, FAST=True), (), 1
+        for pas, outs, consts in ((1, out1, {}), (2, out2, grid)):
+            specs.append(dict(fn=getattr(mod, f"_{name}_pass{pas}"), signature=dict(lead, **common, **outs),
+                              constexprs=dict(BM=BM, BN=BN, **consts, **extra), div16=div, num_warps=warps,
+                              block=str(mod.GPU_BLOCK), scores_per_iteration=per_tile * unroll))
+    BM, BN, NRC, NTC, warps = qk.GPU_BLOCK
+    lead = {"q_ptr": "*bf16", "k_ptr": "*bf16", "s_qb": "i32", "s_qm": "i32", "s_kb": "i32", "s_kn": "i32",
+            "d": "i32", "scale": "fp32", "causal_offset": "i32"}
+    flags = dict(BD=64, CAUSAL=False, CAST=False, IEEE=False, STAGES=qk.GPU_STAGES, s_qd=1, s_kd=1)
+    qgrid = dict(grid, ROOTS2=roots2[:NRC], NR=min(NRC, n_roots), NS=pow2(min(NRC, n_roots) * levels),
+                 BNEED=bneed[:min(NRC, n_roots) * levels],
+                 TCUT=tcut[:NTC], NT=min(NTC, n_t), NTP=pow2(min(NTC, n_t)))
+    for pas, outs, consts in ((1, out1, {}), (2, out2, qgrid)):
+        specs.append(dict(fn=getattr(qk, f"_qk_pass{pas}"), signature=dict(lead, **common, **outs),
+                          constexprs=dict(BM=BM, BN=BN, **consts, **flags), div16=("s_qb", "s_qm", "s_kb", "s_kn"),
+                          num_warps=warps, num_stages=qk.GPU_STAGES, block=str(qk.GPU_BLOCK),
+                          scores_per_iteration=BM * BN / (32 * warps)))  # one tile per iteration (pipelined)
+    return specs
+
+
+def run(specs: list[dict]) -> list[KernelCount]:
+    out = []
+    for sp in specs:
+        c = compile_sass(sp["fn"], sp["signature"], sp["constexprs"], sp.get("div16", ()), sp["num_warps"],
+                         sp.get("num_stages", 3))
+        out.append(count_kernel(c, sp["block"], sp["scores_per_iteration"]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--json", help="write the counts here")
+    ap.add_argument("--roots", type=int, default=8)
+    ap.add_argument("--levels", type=int, default=5)
+    ap.add_argument("--thresholds", type=int, default=64)
+    args = ap.parse_args(argv)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        ap.error("run with TRITON_INTERPRET=0: the interpreter does not compile kernels")
+    counts = run(kernel_specs(args.roots, args.levels, args.thresholds))
+    for k in counts:
+        ps = k.per_score
+        print(f"{k.kernel:16s} block {k.block:20s} regs {k.registers:3d} "
+              f"local-mem ops {k.local_memory_instructions:3d} "
+              f"loop {k.loop_instructions:5d} instr / {k.scores_per_iteration:g} scores: "
+              + " ".join(f"{p} {v:.2f}" for p, v in ps.items())
+              + f" | bound {k.bound()} {k.floor_clocks_per_score[k.bound()]:.3f} clk/score/SM")
+    if args.json:
+        Path(args.json).write_text(json.dumps([k.__dict__ for k in counts], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

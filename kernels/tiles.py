@@ -1,0 +1,167 @@
+"""Tile functions shared by the three kernels (``@triton.jit``; the kinds only make the tiles).
+
+Layout.  A tile is ``(BM, V, L)``: ``BM`` rows, ``V`` columns held by one thread, ``L`` lanes.  For stored
+and generated scores (kinds ``scores`` and ``sampled``) column ``c + l V + v`` sits at ``(v, l)``: each
+thread holds the ``V = 4`` adjacent columns of one lane (one 16-byte load), the 32 lanes of a warp and then
+the warps run along ``L``, and ``BM = 1`` on the GPU.  For the fused logits (kind ``qk``) ``L = 4``: the
+tensor-core product's tile keeps its MMA placement (lane ``l`` of a quad holds columns ``8 j + 2 l + {0, 1}``
+of two rows), see :mod:`critscale.kernels.qk`.  In every case the reductions inside the column loop run
+over ``V``, inside one thread; the running sums are per-lane partials, reduced across lanes once per
+program, after the loop (:func:`store_pass1`, :func:`store_pass2`).
+
+Pass 1 keeps, per row, the maximum, the second order statistic with multiplicity, the minimum, the number
+of valid entries and of bad ones (NaN, ``+inf``, and for computed scores ``-inf``: an overflow, not a mask).
+Pass 2 knows the row maximum ``top`` and takes the beta ladder and the thresholds as compile-time
+constants.  A masked entry enters as ``s = -inf``, i.e. with the gap ``Delta = +inf``, so that no per-beta
+select is needed: ``2^{-b * inf} = 0``, and ``inf <= t`` is false for every (finite) threshold.  Entries
+within ``snap`` of the maximum (``Delta <= snap``: exactly the maximum for stored scores, ``snap = 0``; a
+maximum recomputed with another rounding for qk and sampled) are counted in ``m0`` and given
+``Delta = +inf`` for the sums (their weights ``1`` are added on the host, exactly).  Counts are accumulated
+in float32 (exact below ``2^24`` per lane; the launcher keeps every lane below it).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+FP32_MAX = tl.constexpr(3.4028234663852886e38)
+
+
+@triton.jit
+def pass_prologue(R, n, tiles, SPLIT, BM: tl.constexpr, BN: tl.constexpr):
+    """A program's place in the grid ``(1, row blocks, batch * SPLIT)``.
+
+    Returns the batch index, the column chunk, the ``BM`` rows of the batch and their mask, the global rows
+    (``batch * R + row``: the index of the result buffers) and the column range ``[lo, hi)``.
+    """
+    pid_bc = tl.program_id(2)
+    pid_b = pid_bc // SPLIT
+    pid_c = pid_bc % SPLIT
+    rows = tl.program_id(1) * BM + tl.arange(0, BM)
+    rmask = rows < R
+    lo = pid_c * tiles * BN
+    hi = tl.minimum(lo + tiles * BN, n)
+    return pid_b, pid_c, rows, rmask, pid_b * R + rows, lo, hi
+
+
+# ----------------------------------------------------------------------------------------------
+# Pass 1: order statistics
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _merge_order_stats(a1, a2, alow, acount, abad, b1, b2, blow, bcount, bbad):
+    """Elementwise merge of two (top1, top2 with multiplicity, min, count, bad) summaries."""
+    return (tl.maximum(a1, b1), tl.maximum(tl.minimum(a1, b1), tl.maximum(a2, b2)), tl.minimum(alow, blow),
+            acount + bcount, abad + bbad)
+
+
+@triton.jit
+def _top2_over(top1, top2, axis: tl.constexpr):
+    """Top two (with multiplicity) of the multiset of all ``top1`` and ``top2`` values along ``axis``."""
+    m1 = tl.max(top1, axis=axis)
+    at_max = top1 == tl.expand_dims(m1, axis)
+    n_at = tl.sum(at_max.to(tl.int32), axis=axis)
+    m2 = tl.maximum(tl.max(tl.where(at_max, float("-inf"), top1), axis=axis), tl.max(top2, axis=axis))
+    return m1, tl.where(n_at >= 2, m1, m2)
+
+
+@triton.jit
+def init_pass1(BM: tl.constexpr, L: tl.constexpr):
+    """Per-lane partials ``(BM, L)`` of pass 1: top1, top2, low, count, bad."""
+    return (tl.full([BM, L], float("-inf"), tl.float32), tl.full([BM, L], float("-inf"), tl.float32),
+            tl.full([BM, L], float("inf"), tl.float32), tl.zeros([BM, L], tl.int32), tl.zeros([BM, L], tl.int32))
+
+
+@triton.jit
+def fold_pass1(s, inside, top1, top2, low, count, bad, NEG_INF_BAD: tl.constexpr):
+    """Fold one ``(BM, V, L)`` fp32 tile into the per-lane partials ``(BM, L)`` (reductions over ``V`` only).
+
+    ``inside`` marks the entries of the rows (in range, not causally masked).  Bad entries: NaN and ``+inf``;
+    with ``NEG_INF_BAD`` also ``-inf`` (computed scores, where ``-inf`` is an overflow, not a mask).
+    """
+    finite = (s == s) & (s < float("inf")) & (s > float("-inf"))
+    valid = inside & finite
+    if NEG_INF_BAD:
+        isbad = inside & (~finite)
+    else:
+        isbad = inside & ((s != s) | (s == float("inf")))
+    x = tl.where(valid, s, float("-inf"))
+    t1, t2 = _top2_over(x, tl.full(x.shape, float("-inf"), tl.float32), 1)
+    return _merge_order_stats(top1, top2, low, count, bad, t1, t2,
+                              tl.min(tl.where(valid, s, float("inf")), axis=1),
+                              tl.sum(valid.to(tl.int32), axis=1), tl.sum(isbad.to(tl.int32), axis=1))
+
+
+@triton.jit
+def store_pass1(idx, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad):
+    """Reduce the per-lane partials ``(BM, L)`` across lanes (once per program) and store them at ``idx``."""
+    m1, m2 = _top2_over(top1, top2, 1)
+    tl.store(o_top1 + idx, m1, mask=rmask)
+    tl.store(o_top2 + idx, m2, mask=rmask)
+    tl.store(o_low + idx, tl.min(low, axis=1), mask=rmask)
+    tl.store(o_count + idx, tl.sum(count, axis=1), mask=rmask)
+    tl.store(o_bad + idx, tl.sum(bad, axis=1), mask=rmask)
+
+
+# ----------------------------------------------------------------------------------------------
+# Pass 2: sums on the beta ladder and gap counts
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr, NS: tl.constexpr,
+               NTP: tl.constexpr):
+    """Everything pass 2 needs before its column loop: ``top`` and ``snap`` ``(BM,)`` and zeroed fp32 partials
+    ``m0`` ``(BM, L)``, ``acc_a, acc_b`` ``(BM, NS, L)`` (one slot per root and level), ``acc_n`` ``(BM, NTP, L)``."""
+    top = tl.load(top_ptr + grow, mask=rmask, other=0.0)
+    snap = tl.load(snap_ptr + grow, mask=rmask, other=0.0)
+    return (top, snap, tl.zeros([BM, L], tl.float32), tl.zeros([BM, NS, L], tl.float32),
+            tl.zeros([BM, NS, L], tl.float32), tl.zeros([BM, NTP, L], tl.float32))
+
+
+@triton.jit
+def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
+               NS: tl.constexpr, BNEED: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr):
+    """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
+
+    The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)`` and ``TCUT``
+    its ``NT`` thresholds (fp32 values, ``+inf`` as float32's largest), so they are instruction immediates,
+    not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):
+    ``acc_a += sum_v w``, ``acc_b += sum_v w Delta`` (only where ``BNEED``: a level that only gives some
+    ``C(beta) = A(2 beta)`` needs no ``B``) with ``w = 2^{-ROOTS2[r] Delta}`` at level 0 and
+    ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`); ``acc_n[j] += #{Delta <= TCUT[j]}``
+    (compare and float add: no integer select), ``m0 += #{Delta <= snap}``.
+    """
+    delta = top[:, None, None] - s  # (BM, V, L); +inf where masked
+    near = delta <= snap[:, None, None]
+    m0 += tl.sum(near.to(tl.float32), axis=1)
+    dx = tl.where(near, float("inf"), delta)  # excluded from the sums: weight 2^-inf = 0
+    dfin = tl.minimum(dx, FP32_MAX)  # finite, so that 0 * dfin = 0
+    slot = tl.arange(0, NS)[None, :, None]  # (1, NS, 1)
+    for r in tl.static_range(NR):
+        w = tl.exp2(dx * (-ROOTS2[r]))  # (BM, V, L)
+        for lv in tl.static_range(LVR):
+            acc_a = tl.where(slot == r * LVR + lv, acc_a + tl.sum(w, axis=1)[:, None, :], acc_a)
+            if BNEED[r * LVR + lv]:
+                acc_b = tl.where(slot == r * LVR + lv, acc_b + tl.sum(w * dfin, axis=1)[:, None, :], acc_b)
+            if lv + 1 < LVR:
+                w = w * w
+    dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap 0
+    tidx = tl.arange(0, NTP)[None, :, None]  # (1, NTP, 1)
+    for j in tl.static_range(NT):
+        below = tl.sum((dcount <= TCUT[j]).to(tl.float32), axis=1)  # (BM, L)
+        acc_n = tl.where(tidx == j, acc_n + below[:, None, :], acc_n)
+    return m0, acc_a, acc_b, acc_n
+
+
+@triton.jit
+def store_pass2(idx, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS: tl.constexpr, NTP: tl.constexpr):
+    """Reduce the partials across lanes (once per program) and store them at ``idx``: buffers ``o_m0``
+    ``(idx,)``, ``o_a``/``o_b`` ``(idx, NS)``, ``o_n`` ``(idx, NTP)`` of this chunk."""
+    tl.store(o_m0 + idx, tl.sum(m0, axis=1), mask=rmask)
+    ab = idx[:, None] * NS + tl.arange(0, NS)[None, :]
+    tl.store(o_a + ab, tl.sum(acc_a, axis=2), mask=rmask[:, None])
+    tl.store(o_b + ab, tl.sum(acc_b, axis=2), mask=rmask[:, None])
+    tl.store(o_n + idx[:, None] * NTP + tl.arange(0, NTP)[None, :], tl.sum(acc_n, axis=2), mask=rmask[:, None])

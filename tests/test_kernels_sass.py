@@ -1,0 +1,64 @@
+"""``critscale.kernels.sass``: offline SASS counts for sm_90a (no GPU needed).
+
+The parser and pipe table are checked on a hand-written listing (a wrong loop detection or pipe would
+change the counts), and the whole path (compile for sm_90a, ``cuobjdump``, count) on the exp2 micro-kernel,
+whose loop must issue exactly four ``MUFU.EX2`` per iteration (its four chains).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from critscale.kernels.sass import count_hot_loop, pipe_of
+
+LISTING = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0020*/                   FMUL R8, R4, -1.44 ;
+        /*0030*/                   MUFU.EX2 R9, R8 ;
+        /*0040*/                   FSET.BF.LE.AND R10, R4, 0.5, PT ;
+        /*0050*/                   FADD R11, R11, R10 ;
+        /*0060*/                   FFMA R12, R9, R4, R12 ;
+        /*0070*/                   SHFL.BFLY PT, R13, R12, 0x1, 0x1f ;
+        /*0080*/                   ISETP.GE.AND P0, PT, R0, R3, PT ;
+        /*0090*/               @!P0 BRA 0x10 ;
+        /*00a0*/                   STG.E desc[UR4][R2.64], R12 ;
+        /*00b0*/                   EXIT ;
+"""
+
+
+def test_pipes_and_hot_loop_of_a_listing():
+    total, pipes, ops = count_hot_loop(LISTING)
+    assert total == 9  # 0x10 .. 0x90: the backward branch closes the loop
+    assert pipes == {"LSU": 1, "FMA": 3, "MUFU": 1, "ALU": 2, "SHFL": 1, "CTRL": 1}
+    assert ops["FSET"] == 1 and ops["MUFU"] == 1
+    assert pipe_of("IMAD.MOV.U32") == "FMAHEAVY" and pipe_of("STL.64") == "LSU"
+    assert pipe_of("HGMMA.64x32x16") == "TENSOR"
+    assert pipe_of("I2F.U32") == "XU" and pipe_of("UIADD3") == "UNIFORM" and pipe_of("BAR.SYNC") == "CTRL"
+
+
+SCRIPT = """
+import json
+from critscale.kernels import ceilings, sass
+c = sass.compile_sass(ceilings.exp2_chains, {"x_ptr": "*fp32", "o_ptr": "*fp32"}, {"ITERS": 64, "BLOCK": 128},
+                      num_warps=4)
+k = sass.count_kernel(c, "BLOCK 128", 1)
+assert "sm_90a" in c.sass
+print(json.dumps({"pipes": k.per_pipe, "ops": k.opcodes, "regs": k.registers}))
+"""
+
+
+@pytest.mark.slow
+def test_compiles_for_sm90a_and_counts_the_exp2_loop():
+    """Compile the exp2 micro-kernel for sm_90a in a process without the interpreter: its 64 iterations of four
+    chains are unrolled (no loop: the whole kernel is counted) and issue exactly 256 MUFU.EX2 and no shuffle.
+    Fails if ptxas/cuobjdump are missing, if the target is not sm_90a, or if the counting drops or adds any."""
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["ops"]["MUFU"] == 256 and res["pipes"]["MUFU"] == 256 and "SHFL" not in res["pipes"]
+    assert 0 < res["regs"] <= 255
