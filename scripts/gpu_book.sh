@@ -39,7 +39,11 @@ cp -r src/critscale "$SITE/pkg/critscale"
 cp -r kernels "$SITE/pkg/critscale/kernels"
 export PYTHONPATH="$SITE/wheels:$SITE/pkg${PYTHONPATH:+:$PYTHONPATH}"
 export CRITSCALE_ROOT=$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 PYDEVD_DISABLE_FILE_VALIDATION=1
-export CRITSCALE_COMMIT=${CRITSCALE_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+if [ -z "${CRITSCALE_COMMIT:-}" ]; then  # a copy of the tree without .git must name its commit
+  CRITSCALE_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+  [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || CRITSCALE_COMMIT+="+dirty"
+fi
+export CRITSCALE_COMMIT
 unset MPLBACKEND  # the notebooks need IPython's inline backend for their figures
 status=0
 "$PY" scripts/gpu_book.py run --out "$OUT" --profile "$PROFILE" --site "$SITE/wheels" "$@" || status=$?

@@ -288,3 +288,19 @@ def test_wheelhouse_names_are_pinned_and_not_provided_by_the_gpu_image():
     assert {"papermill", "jupytext", "ipykernel", "nbclient", "nbformat"} <= set(norm)
     assert set(norm) <= pins, set(norm) - pins
     assert not any(re.search(rf"[\s,:]{re.escape(n)}[,.]", image) for n in norm)
+
+
+BOOK_WINDOW_S = 570 - 290 - 45  # scripts/gpu_session.sh: its deadline, the results' budget, the reserve
+
+
+def test_gpu_params_state_an_estimate_that_fits_the_device_command():
+    """Every gpu parameter file states its wall-time estimate (scripts/gpu_book.py schedules by it), and
+    every chapter's estimate fits the book's window in one device command; a gpu profile raised past
+    what one command can run fails here."""
+    import gpu_book
+
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
+    estimates = {nb: gpu_book.estimate_s("gpu", nb) for nb in names}
+    assert all(v is not None for v in estimates.values()), [nb for nb, v in estimates.items() if v is None]
+    assert max(v for nb, v in estimates.items() if nb != gpu_book.LAST) <= BOOK_WINDOW_S
+    assert estimates[gpu_book.LAST] <= gpu_book.DEADLINE_RESERVE_S - 10

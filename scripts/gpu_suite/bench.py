@@ -12,8 +12,9 @@ one process at this commit:
 5. the floors of the point (``floors``) and, for implementations that do the kernel's whole work,
    the fraction of each floor reached; every time is also divided by the kernel's time at that point.
 
-Then the counters of each kind (``counters``).  A point or an implementation that fails or is skipped
-(time budget) is recorded with its reason; nothing is kept from an earlier run.
+The counters of each kind (``counters``) are measured first, before the points.  A point or an
+implementation that fails or is skipped (time budget) is recorded with its reason; nothing is kept from
+an earlier run.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ def run_bench(run, ceilings: dict) -> dict:
 
     check_fields()
     sizes = table.SIZES[run.mode]
+    counters_out = counters.measure(run, sizes, list(table.KINDS))  # first: the time budget guards the points
     records, blocks = [], []
     for block in table.BLOCKS:
         beta, t = table.grid_values(block.grid, run.mode)
@@ -119,8 +121,6 @@ def run_bench(run, ceilings: dict) -> dict:
             del inp
             run.empty_cache()
     add_ratios(records)
-    kinds_run = sorted({b.kind for b in table.BLOCKS})
-    counters_out = counters.measure(run, sizes, kinds_run)
     return {
         "schema": SCHEMA,
         "setup": {

@@ -189,6 +189,8 @@ def measure(run, sizes, kinds, grid: str = "grid32") -> dict:
         rec = {"compiled_code": compiled_code_counts(kind, len(beta), len(t))}
         if run.smoke:
             rec["ncu"] = {"status": "not measured: CPU smoke run (no CUDA kernels to profile)"}
+        elif run.over_budget():
+            rec["ncu"] = {"status": f"not measured: time budget of {run.budget_s:.0f} s spent"}
         elif not ncu:
             rec["ncu"] = {"status": "not measured: ncu is not on the PATH of this machine"}
         else:

@@ -96,9 +96,9 @@ class Block:
 
 BLOCKS = (
     Block("scores", "grid32", ("kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop")),
-    Block("scores", "grid1", ("kernel", "logsumexp", "compile")),
+    Block("scores", "grid1", ("kernel", "logsumexp")),
     Block("qk", "grid32", ("kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop", "sdpa-route")),
-    Block("qk", "grid1", ("kernel", "sdpa-lse", "compile")),
+    Block("qk", "grid1", ("kernel", "sdpa-lse")),
     Block("sampled", "grid32", ("kernel", "compile")),
 )
 
