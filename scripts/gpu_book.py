@@ -163,12 +163,15 @@ def execute(nb: str, profile: str, threads: int, timeout_s: float, logs: Path) -
 
 
 PYTHON_LIB = re.compile(r"/[^\s\"'<>:]*?/(site-packages|dist-packages)/")
+IPYKERNEL_CELL = re.compile(r"/tmp/ipykernel_\d+/")  # where IPython files a cell's code (in warnings)
 
 
 def scrub(text: str, site: Path) -> str:
     """The machine's absolute paths replaced: the wheel site by ``<site>``, the tree by ``<repo>``, the
-    interpreter's library folders (in warnings and tracebacks) by ``<python>/site-packages``."""
+    interpreter's library folders and IPython's cell files (in warnings and tracebacks) by
+    ``<python>/site-packages`` and ``<cell>/``."""
     text = text.replace(str(site.parent), "<site>").replace(str(ROOT), "<repo>")
+    text = IPYKERNEL_CELL.sub("<cell>/", text)
     return PYTHON_LIB.sub(lambda m: f"<python>/{m.group(1)}/", text)
 
 
