@@ -116,3 +116,35 @@ gpu-results:
 
 clean:
 	rm -rf build .pytest_cache .hypothesis
+
+# ---------------------------------------------------------------- gpu profile of the book (recorded)
+# The GPU machine has torch, triton and transformers but no jupyter: `make gpu-wheelhouse` (here, with
+# PyPI) puts the missing wheels in .whl/; on the GPU machine `make gpu-book` (or scripts/gpu_book.sh,
+# which needs no venv) executes the gpu profile and packs build/gpu-book/gpu_book.tar.gz; back here
+# `make gpu-book-import TAR=<that file>` checks it and replaces results/gpu/book/.  Then, on a machine
+# without a GPU, `make book PROFILE=gpu` renders the recorded notebooks instead of executing them
+# (GPU_BOOK=execute forces execution; the cpu and ci profiles are unaffected).
+GPU_BOOK_DIR ?= results/gpu/book
+GPU_BOOK     ?= $(if $(filter 1,$(TRITON_INTERPRET)),recorded,execute)
+
+.PHONY: gpu-wheelhouse gpu-book gpu-book-import
+
+gpu-wheelhouse:
+	bash scripts/gpu_wheelhouse.sh .whl
+
+gpu-book:
+	bash scripts/gpu_book.sh build/gpu-book gpu
+
+gpu-book-import:
+	@test -n "$(TAR)" || { echo "usage: make gpu-book-import TAR=path/to/gpu_book.tar.gz"; exit 2; }
+	$(BIN)/python scripts/gpu_book.py import "$(TAR)" --dest $(GPU_BOOK_DIR)
+
+ifeq ($(PROFILE)-$(GPU_BOOK),gpu-recorded)
+$(NB_OUT): $(EXEC_DIR)/%.ipynb: $(GPU_BOOK_DIR)/executed/%.ipynb
+	@mkdir -p $(@D)
+	cp $< $@
+
+$(GPU_BOOK_DIR)/executed/%.ipynb:
+	@echo "no recorded gpu-profile notebook $@: run scripts/gpu_book.sh on a CUDA machine, then make gpu-book-import" >&2
+	@exit 2
+endif

@@ -1,0 +1,306 @@
+"""The GPU scripts, checked without a GPU: the smoke run, equal work, floors, counters parsing, the gpu book.
+
+The smoke run (``scripts/gpu_results.py --smoke``) executes the benchmark table, the Monte-Carlo and the
+counters step on the CPU with Triton's interpreter at tiny sizes, so that a GPU session only runs what
+was already run here.  Times from it mean nothing; the schema, the fields and the errors do.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from gpu_suite import floors, reference, table, work  # noqa: E402
+
+RECORD_KEYS = {"point", "kind", "grid", "n", "rows", "n_beta", "n_t", "impl", "fields", "equal_work", "status",
+               "time_ms", "kernel_time", "error_vs_float64", "floors", "peak_extra_bytes", "first_call_s"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    """One smoke run of every part, in a child process (it chooses TRITON_INTERPRET before importing triton)."""
+    out = tmp_path_factory.mktemp("gpu-smoke")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_results.py"), "--smoke", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_smoke_bench_has_every_declared_point_with_its_reference_error(smoke):
+    """Every (point, implementation) of the table is recorded, ran, returned its declared fields and carries
+    a float64 error; a dropped point, a missing error or a failed implementation fails here."""
+    data = json.loads((smoke / "kernels_bench.json").read_text())
+    assert data["schema"] == "critscale-bench/2"
+    assert data["errors"] == []
+    sizes = table.SIZES["smoke"]
+    want = {(f"{b.kind}/{b.grid}/n=2^{int(np.log2(n))}", i) for b in table.BLOCKS for n, impls in table.points(b, sizes)
+            for i in impls}
+    got = {(r["point"], r["impl"]) for r in data["records"]}
+    assert got == want
+    for r in data["records"]:
+        assert RECORD_KEYS <= set(r), (r["point"], r["impl"], RECORD_KEYS - set(r))
+        assert r["status"] == "ok"
+        assert set(r["fields"]) == set(table.IMPLS[r["impl"]].fields)
+        err = r["error_vs_float64"]
+        assert err["reference_rows"] >= 1
+        assert {f for f in r["fields"] if f in table.SOFTMAX_FIELDS} <= set(err)
+    provenance = data["provenance"]
+    assert {"device", "driver", "versions", "commit", "date_utc", "wall_time_s", "device_state"} <= set(provenance)
+    assert {b["point"] for b in data["blocks"]} == {p for p, _ in want}
+    assert all({"device_before", "device_after"} <= set(b) for b in data["blocks"])
+
+
+def test_smoke_kernel_and_full_baselines_agree_with_float64(smoke):
+    """At every smoke point of stored and generated scores, the kernel and each full baseline stay within
+    the fp32 budget of critscale.kernels.testing (relative 1e-5 on the softmax fields), count exactly,
+    find the same order statistics and bracket kappa.  A baseline that drops a term (e.g. the maximum's
+    multiplicity) or returns a field it did not compute fails here.  The qk points are left out: their
+    fp32 logits differ from the float64 reference by the product rounding that tests/test_kernels_qk.py
+    bounds and checks."""
+    data = json.loads((smoke / "kernels_bench.json").read_text())
+    full = [r for r in data["records"] if r["equal_work"] and r["kind"] != "qk"]
+    assert {r["impl"] for r in full} == {"kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop"}
+    for r in full:
+        err = r["error_vs_float64"]
+        for f in ("log_z", "entropy", "max_weight", "collision"):
+            assert err[f]["max_rel"] <= 1e-5, (r["point"], r["impl"], f, err[f])
+        assert err["counts_mismatch"] == 0 and err["kappa_bracket_violations"] == 0, (r["point"], r["impl"])
+        assert err["top"] == 0 and err["m0"] == 0 and err["n_valid"] == 0 and err["delta2"] == 0, (r["point"], r["impl"])
+
+
+def test_smoke_writes_the_files_the_chapters_read(smoke):
+    """The Monte-Carlo file has the fields chapter 6 reads; the run file names every part's status."""
+    mc = json.loads((smoke / "kernels_montecarlo.json").read_text())
+    assert mc["results"] and not mc["errors"]
+    for rec in mc["results"]:
+        assert {"family", "n", "rows", "c", "mean_collision", "se_collision", "mean_entropy", "se_entropy"} <= set(rec)
+        assert len(rec["mean_collision"]) == len(rec["c"])
+        assert all(0 < v <= 1 for v in rec["mean_collision"])
+    run = json.loads((smoke / "kernels_run.json").read_text())
+    assert run["parts"]["tests"]["status"].startswith("skipped: the smoke run has no CUDA device")
+    assert run["parts"]["bench"]["status"] == "done" and run["parts"]["mc"]["status"] == "done"
+
+
+def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
+    """Chapter 12 reads a schema-2 file: run its recorded-results code on the smoke file (the chapter's
+    own cells, extracted from the MyST source) and check the glued summaries. A chapter that still
+    expected schema 1 fields (integer kinds, 'targets') fails here."""
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    source = (ROOT / "notebooks" / "12_kernels.md").read_text()
+    recorded = source.split("## Recorded GPU run", 1)[1]
+    cells = re.findall(r"```\{code-cell\} ipython3\n(?::tags:[^\n]*\n)?\n?(.*?)```", recorded, flags=re.S)
+    glued = {}
+    bench = json.loads((smoke / "kernels_bench.json").read_text())
+
+    class Recorded:  # the page's view of results/gpu, pointed at the smoke run
+        @staticmethod
+        def load(name):
+            path = smoke / f"{name}.json"
+            return json.loads(path.read_text()) if path.exists() else None
+
+        @staticmethod
+        def banner(data, what):
+            pass
+
+    import critscale as cs_real
+    from types import SimpleNamespace
+
+    cs = SimpleNamespace(recorded=Recorded, record=lambda k, v: glued.__setitem__(k, v),
+                         record_figure=lambda k, fig: glued.__setitem__(k, fig), plotting=cs_real.plotting)
+    import math
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    scope = {"cs": cs, "np": np, "pd": pd, "plt": plt, "math": math, "profile": "test",
+             "bench_name": "kernels_bench", "tests_name": "kernels_tests", "mc_name": "kernels_montecarlo"}
+    for cell in cells:
+        exec(cell, scope)
+    assert glued["bench_what"].startswith(f"All {len(bench['records'])} rows of the recorded file (schema 2")
+    assert "not measured in this recorded run" in glued["bench_bound"]
+    shown = glued["bench_table"]
+    assert len(shown) == len(bench["records"])
+    assert set(shown["work"]) >= {"all fields", "only lse"}
+
+
+def test_full_baselines_return_every_kernel_field():
+    """Equal work: each full baseline returns exactly RowStats.FIELDS and the same values as the float64
+    reference on an input with a masked prefix and a tied maximum; a baseline that skipped the counts, the
+    kappa bracket or the multiplicity of the maximum would fail one of these checks."""
+    from critscale.kernels import RowStats
+
+    assert tuple(RowStats.FIELDS) == table.ALL_FIELDS
+    beta, t = table.grid_values("grid32", "smoke")
+    inp = work.make_inputs("scores", 6, 40, 8, beta, t, "cpu", seed=3)
+    inp.x[1, :20] = float("-inf")
+    inp.x[2, 7] = inp.x[2].max()
+    rows = np.arange(6)
+    ref = reference.reference_fields(inp.x.double().numpy(), beta, t)
+    for impl in ("eager", "compile", "compile-beta-loop"):
+        out = work.build(impl, inp, smoke=True)()
+        assert set(out) == set(RowStats.FIELDS), impl
+        err = reference.errors(out, ref, rows)
+        assert err["counts_mismatch"] == 0 and err["kappa_bracket_violations"] == 0, (impl, err)
+        assert max(err[f]["max_rel"] for f in ("log_z", "entropy", "collision", "max_weight")) < 1e-5, (impl, err)
+        assert err["m0"] == 0 and err["delta2"] == 0 and err["range"] == 0, (impl, err)
+        assert np.isinf(out["kappa_lower"][2].item())  # the tied maximum: kappa = inf, as the kernels say
+
+
+def test_partial_routes_are_declared_as_less_work():
+    """Only the log-sum-exp and attention routes declare fewer fields than the kernel; a baseline quietly
+    declared with fewer fields (and then compared as if equal) fails here."""
+    partial = {name for name, impl in table.IMPLS.items() if not set(impl.fields) >= set(table.ALL_FIELDS)}
+    assert partial == {"logsumexp", "sdpa-lse", "sdpa-route"}
+    assert all(set(i.fields) == set(table.ALL_FIELDS) for n, i in table.IMPLS.items() if n not in partial)
+
+
+def test_sdpa_log_sum_exp_is_natural_and_scaled():
+    """The flash-attention route's lse equals log sum_j exp(scale q.k_j) of the bf16 inputs in float64,
+    to fp32 accumulation error (at most (d + n) 2^-24 relative); a log2 base or a missed scale is off by
+    far more."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(7, 16, generator=g).to(torch.bfloat16)
+    k = torch.randn(50, 16, generator=g).to(torch.bfloat16)
+    scale = 0.7 / 4.0
+    _, lse = work.flash_forward(q, k, scale)
+    want = torch.logsumexp(scale * (q.double() @ k.double().T), dim=1)
+    assert torch.allclose(lse.double(), want, rtol=(16 + 50) * 2.0 ** -24, atol=0)
+
+
+def test_fma_floor_counts_one_instruction_per_ffma_and_compares_on_the_alu():
+    """The FMA floor divides FMA-pipe instructions by the FFMA instruction rate (half the flop rate): with
+    fp32_fma_flops = 2 F, four instructions per score and beta take 4 S nb / F seconds (the old floor, which
+    divided by 2 F, was half that); thresholds change only the ALU floor."""
+    ceil = {"exp2_per_s": 1e12, "ffma_per_s": 5e12, "alu_per_s": 2e12, "issue_warp_instr_per_s": 1e11,
+            "copy_bandwidth_Bps": 4e12, "bf16_matmul_flops": 8e14}
+    w1 = floors.work_model("scores", 100, 1000, 32, 64, 64)
+    w2 = floors.work_model("scores", 100, 1000, 32, 128, 64)
+    f1, f2 = floors.floors(w1, ceil)["seconds"], floors.floors(w2, ceil)["seconds"]
+    assert f1["fma"] == pytest.approx(4 * 100 * 1000 * 32 / 5e12)
+    assert f1["alu"] == pytest.approx(100 * 1000 * 64 / 2e12)
+    assert f2["fma"] == f1["fma"] and f2["mufu"] == f1["mufu"] and f2["alu"] == pytest.approx(2 * f1["alu"])
+    assert floors.work_model("sampled", 10, 10, 4, 4, 8)["mufu_instr"] == 100 * (4 + 2 * floors.GENERATION_MUFU)
+
+
+NCU_RAW = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","dram__bytes_read.sum","gpu__time_duration.sum","sm__inst_executed.sum","sm__inst_executed_pipe_alu.sum","sm__inst_executed_pipe_fma.sum","sm__inst_executed_pipe_xu.sum","sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active","sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active","sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active","sm__inst_issued.avg.pct_of_peak_sustained_active"
+"","","","","","","","","","","","byte","nsecond","inst","inst","inst","inst","%","%","%","%"
+"0","101","python3","h","_scores_pass1","1","7","(128, 1, 1)","(528, 1, 1)","0","9.0","16,777,216","52,000","1,000,000","300,000","200,000","0","40.5","20.1","0","55.2"
+"1","101","python3","h","_scores_pass2","1","7","(128, 1, 1)","(528, 4, 1)","0","9.0","33,554,432","2,100,000","64,000,000","4,000,000","30,000,000","8,000,000","12.0","61.0","88.4","75.0"
+'''
+
+
+def test_ncu_raw_csv_is_parsed_per_kernel_with_its_bound():
+    """Two kernels, the units row skipped, thousands separators read, per-score counts = 32 x warp
+    instructions / scores, and the bound is the largest utilisation (the MUFU pipe for pass 2)."""
+    from gpu_suite import counters
+
+    kernels = counters.parse_raw_csv(NCU_RAW)
+    assert [k["name"] for k in kernels] == ["_scores_pass1", "_scores_pass2"]
+    s = counters.summarize_kernel(kernels[1], scores=2**20)
+    assert s["time_ms"] == pytest.approx(2.1)
+    assert s["thread_instructions_per_score"]["xu"] == pytest.approx(32 * 8e6 / 2**20)
+    assert s["bound"] == {"by": "xu (MUFU) pipe", "pct_of_peak": 88.4}
+    assert counters.summarize_kernel(kernels[0], scores=2**20)["bound"]["by"] == "issue slots"
+
+
+def test_make_renders_the_gpu_profile_from_recorded_notebooks_without_a_gpu():
+    """Without a GPU, `make book PROFILE=gpu` copies the recorded notebooks and executes none; the cpu
+    profile still executes (a rule that leaked into the other profiles, or a gpu build that tried to
+    execute, fails here)."""
+    def dry(*args):
+        return subprocess.run(["make", "-n", *args, "TRITON_INTERPRET=1"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=120).stdout
+
+    gpu = dry("notebooks", "PROFILE=gpu", "GPU_BOOK_DIR=build/none")
+    assert "papermill" not in gpu
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
+    assert all(f"build/none/executed/{nb}.ipynb build/executed/gpu/{nb}.ipynb" in gpu for nb in names)
+    assert "papermill" in dry("notebook", "NB=01_definitions", "PROFILE=cpu", "-B")
+    assert "papermill" in dry("notebook", "NB=01_definitions", "PROFILE=gpu", "GPU_BOOK=execute", "-B")
+
+
+def _staged_book(tmp_path: Path, *, drop: str | None = None, status: str = "ok", text: str = "{}") -> Path:
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
+    stage = tmp_path / "stage"
+    (stage / "executed").mkdir(parents=True)
+    (stage / "results").mkdir()
+    for nb in names:
+        if nb != drop:
+            (stage / "executed" / f"{nb}.ipynb").write_text(text)
+            (stage / "results" / f"{nb}.json").write_text("{}")
+    prov = {"profile": "gpu", "device": "NVIDIA H200", "driver": "580", "versions": {}, "commit": "abc",
+            "date_utc": "2026-12-01T00:00:00Z", "wall_time_s": 300.0,
+            "notebooks": {nb: {"status": status if nb == names[0] else "ok", "seconds": 1.0} for nb in names}}
+    (stage / "provenance.json").write_text(json.dumps(prov))
+    tar_path = tmp_path / "gpu_book.tar.gz"
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for item in stage.iterdir():
+            tar.add(item, arcname=item.name)
+    return tar_path
+
+
+@pytest.mark.parametrize("case", ["ok", "missing", "failed", "machine-path"])
+def test_gpu_book_import_refuses_incomplete_runs(tmp_path, case):
+    """The import takes a complete, successful gpu run only: a missing notebook, a failed one or an
+    absolute machine path in a notebook makes it refuse (exit 2) and leave the destination alone."""
+    kwargs = {"missing": {"drop": "05_ladder"}, "failed": {"status": "failed (exit 1)"},
+              "machine-path": {"text": '{"x": "/root/repo/src/critscale/a.py"}'}}.get(case, {})
+    tar_path = _staged_book(tmp_path, **kwargs)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "keep").write_text("earlier")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_book.py"), "import", str(tar_path),
+                           "--dest", str(dest)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if case == "ok":
+        assert proc.returncode == 0, proc.stderr
+        assert not (dest / "keep").exists() and (dest / "provenance.json").exists()
+        assert len(list((dest / "executed").glob("*.ipynb"))) == len(list((ROOT / "notebooks").glob("*.md")))
+    else:
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert (dest / "keep").exists()
+
+
+def test_wheelhouse_names_are_pinned_and_not_provided_by_the_gpu_image():
+    """Every wheel the GPU machine needs has a version in constraints.txt (the wheelhouse script refuses
+    otherwise), and none of them is one the wheelhouse file says the image already has."""
+    import re
+
+    lines = (ROOT / "scripts" / "gpu_wheelhouse.txt").read_text().splitlines()
+    names = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    image = " ".join(ln for ln in lines if ln.startswith("#")).split("image has them", 1)[1]
+    pins = {re.sub(r"[-_.]+", "-", ln.split("==")[0]).lower() for ln in (ROOT / "constraints.txt").read_text().splitlines()
+            if "==" in ln}
+    norm = [re.sub(r"[-_.]+", "-", n).lower() for n in names]
+    assert {"papermill", "jupytext", "ipykernel", "nbclient", "nbformat"} <= set(norm)
+    assert set(norm) <= pins, set(norm) - pins
+    assert not any(re.search(rf"[\s,:]{re.escape(n)}[,.]", image) for n in norm)
+
+
+BOOK_WINDOW_S = 570 - 290 - 45  # scripts/gpu_session.sh: its deadline, the results' budget, the reserve
+
+
+def test_gpu_params_state_an_estimate_that_fits_the_device_command():
+    """Every gpu parameter file states its wall-time estimate (scripts/gpu_book.py schedules by it), and
+    every chapter's estimate fits the book's window in one device command; a gpu profile raised past
+    what one command can run fails here."""
+    import gpu_book
+
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
+    estimates = {nb: gpu_book.estimate_s("gpu", nb) for nb in names}
+    assert all(v is not None for v in estimates.values()), [nb for nb, v in estimates.items() if v is None]
+    assert max(v for nb, v in estimates.items() if nb != gpu_book.LAST) <= BOOK_WINDOW_S
+    assert estimates[gpu_book.LAST] <= gpu_book.DEADLINE_RESERVE_S - 10
