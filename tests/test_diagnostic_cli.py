@@ -85,12 +85,13 @@ def test_out_is_fresh_or_forced(tiny_model, tmp_path, capsys):
     survives (the old command merged runs, keeping rows.csv.gz and figures of the first)."""
     out = tmp_path / "out"
     args = ["diagnose", "--model", str(tiny_model), "--text", str(_write(tmp_path, TEXT)), "--max-windows", "8",
-            "--out", str(out), *QUICK]
+            "--out", str(out), "--no-figures", *QUICK]
     assert main(args + ["--rows"]) == 0
+    (out / "head_maps.png").write_bytes(b"a figure of an earlier run")
     capsys.readouterr()
-    assert main(args + ["--no-figures"]) == 2
+    assert main(args) == 2
     _one_line_error(capsys, "is not empty", "--force")
-    assert main(args + ["--no-figures", "--force"]) == 0
+    assert main(args + ["--force"]) == 0
     assert not (out / "rows.csv.gz").exists() and not (out / "head_maps.png").exists()
     assert {o["file"] for o in json.loads((out / "run.json").read_text())["outputs"]} == {
         p.name for p in out.iterdir()} - {"run.json"}

@@ -137,10 +137,10 @@ def _diagnose(args, argv) -> int:
     from .diagnostic.rundir import check_out_dir, run_record
     from .diagnostic.text import check_codec, check_text_path
 
-    nulls = _check_options(args)
     if args.text is not None:  # before the slow imports
         check_text_path(args.text)
         check_codec(args.encoding, args.errors)
+    nulls = _check_options(args)
     import torch
 
     if not torch.cuda.is_available():

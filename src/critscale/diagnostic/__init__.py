@@ -12,9 +12,16 @@ A pipeline of stages, one module each:
    and the provenance of every output).
 
 :mod:`.pipeline` runs stages 2-4 (:func:`diagnose_model`, :func:`diagnose_qk`).  Nothing here imports
-transformers; torch is imported by the q/k stages.
+transformers; torch is imported by the q/k stages, and only when they are first used, so that the
+command line can refuse a bad input before paying for that import.
 """
 
-from .pipeline import Diagnosis, diagnose_model, diagnose_qk, diagnose_source
-
 __all__ = ["Diagnosis", "diagnose_model", "diagnose_qk", "diagnose_source"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,8 +12,8 @@ Two designs differ only in what a forward of length ``n`` is:
 
 * ``"suffix"`` (models): the last ``n`` tokens of the window.  The same ``m`` query tokens, the end
   of the window, are seen with contexts of increasing length, so the row length is not confounded
-  with the query token or its position.  It costs one forward per level (about ``3.4 T`` tokens per
-  window for the ratio :data:`RATIO`).
+  with the query token or its position.  It costs one forward per level (about ``3.3 T`` tokens per
+  window for T = 1024 and the ratio :data:`RATIO`).
 * ``"prefix"`` (``--qk`` files, which hold one forward per window): the first ``n`` tokens of the
   window, i.e. the rows of the queries at positions ``n - m .. n - 1`` of the one forward.  Here the
   row length and the query's position grow together: a trend in ``n`` may be a trend in position.

@@ -12,7 +12,9 @@ module).  We use a top-K statistic only on rows with
 where the rank-K score lies in the row's upper quartile, so the candidate :math:`k = K` uses the top
 quarter of the row alone and the range is one candidate among :math:`n - K + 1`.  Measured on
 i.i.d. rows (tests/test_diagnostic_laws.py): the median of :math:`(\\log K/R)/\\kappa_K` is 1 at n = K
-and at most 0.35 at n = 4K for the Gaussian, log-exponential, uniform and sphere families.
+and at most 0.35 at n = 4K for the Gaussian, log-exponential, uniform and sphere (d = 9) families,
+whose :math:`\\log N(t)/t` falls with t.  Exponential rows (flat :math:`\\log N(t)/t`) and planted rows
+(a scale set by the whole row) stay near their range value by construction, not by a finite-n effect.
 Residual finite-n bias is left to the nulls: every slope is compared with the slope the same code
 measures on null heads over the same bins (:mod:`.nulls`), never with an asymptotic exponent.
 kappa_16 is therefore fitted on n >= 64, and the law on n >= 128 (K = :data:`SHAPE_K`).

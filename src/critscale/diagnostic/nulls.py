@@ -48,6 +48,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from critscale import families, rules
 
@@ -103,8 +104,10 @@ class NullError(ValueError):
 
 
 def check_names(names) -> tuple[str, ...]:
-    """The null names, validated; the rule audit needs the four rule nulls."""
+    """The null names, validated (at least one; the rule audit uses those of :data:`RULE_NULLS` given)."""
     names = tuple(names)
+    if not names:
+        raise NullError(f"no null heads given: every statistic needs its null; choose from {', '.join(NULLS)}")
     unknown = [n for n in names if n not in NULLS]
     if unknown:
         raise NullError(f"unknown null {', '.join(unknown)}; known: {', '.join(NULLS)}")
@@ -136,8 +139,6 @@ def exact_slope(name: str, lengths) -> float:
 def qk_source(name: str, design: Design, windows: int, head_dim: int, spread: float,
               rng: np.random.Generator) -> ArraySource:
     """The q/k null ``name`` as an :class:`.windows.ArraySource` of one layer and one head."""
-    import torch
-
     T, d = design.window_length, int(head_dim)
     q = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)  # (1, 1, W, T, d_h)
     k = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)

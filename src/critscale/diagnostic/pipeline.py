@@ -19,7 +19,7 @@ import pandas as pd
 from . import laws, nulls as nulls_module, summary
 from .design import Design, DesignError, make_design
 from .qkfile import validate_qk
-from .rows import BETA_GRID, block_statistics, resolve_backend
+from .rows import BETA_GRID, MODEL_BETA, block_statistics, resolve_backend
 from .windows import ArraySource, ModelSource
 
 WINDOWS = 32  # default number of windows
@@ -60,8 +60,6 @@ def _split_units(data: dict, n_heads: int) -> dict[tuple[int, int], dict]:
 
 
 def _row_frame(unit: str, layer: int, head: int, data: dict) -> pd.DataFrame:
-    from .rows import MODEL_BETA
-
     return pd.DataFrame({
         "unit": unit, "layer": layer, "head": head, "window": data["window"], "level": data["level"],
         "n": data["n"], "query": data["query"], "kappa": data["kappa"], "kappa16": data["kappa16"],

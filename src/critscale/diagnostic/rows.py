@@ -23,6 +23,7 @@ beta grid of ratio :data:`BETA_RATIO`.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 import critscale
 
@@ -75,8 +76,6 @@ def row_statistics(rows: np.ndarray, *, betas: np.ndarray = BETA_GRID, shape_k: 
 
 def block_logits(block: QKBlock) -> np.ndarray:
     """Float64 logits ``(L, H, B, m, n)`` of a block, ``-inf`` where a causal query cannot see the key."""
-    import torch
-
     m, n = block.q.shape[-2], block.n
     scales = torch.as_tensor(block.scales, dtype=torch.float64, device=block.q.device)[:, None, None, None, None]
     logits = scales * (block.q.double() @ block.k.double().transpose(-1, -2))  # (L, H, B, m, n)
@@ -103,8 +102,6 @@ def reference_block_statistics(block: QKBlock) -> dict:
 
 def kernel_available() -> bool:
     """True when the fused q·k kernel exists and CUDA is usable (never under the interpreter)."""
-    import torch
-
     if not torch.cuda.is_available():  # checked first: importing the kernels on CPU needs the interpreter
         return False
     try:
@@ -177,8 +174,6 @@ def beta_half_from_grid(betas: np.ndarray, max_weight: np.ndarray) -> np.ndarray
 
 def kernel_block_statistics(block: QKBlock, *, backend: str = "triton-cuda", shape_k: int = SHAPE_K) -> dict:
     """The quantities of :func:`row_statistics` for every row of ``block``, from the fused q·k kernel."""
-    import torch
-
     from critscale.kernels import qk_row_stats
 
     L, H, B, m, d = block.q.shape

@@ -24,7 +24,7 @@ standard errors of the difference, and ``beyond_null`` names the law shares and 
 differ from the null's by more than :data:`BEYOND_Z` such standard errors (``+`` above, ``-``
 below; each standard error from the width of its window-bootstrap interval, 3.92 standard errors
 wide).  :data:`BEYOND_Z` makes the four comparisons of a head together a 95% test (Bonferroni), so
-about 5% of heads that do not differ from the null are flagged.
+at most about 5% of heads that do not differ from the null are flagged.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def regime(c: float) -> str:
 
 
 def _median(x: np.ndarray) -> float:
-    x = x[np.isfinite(x)]
+    """Median over the defined values (NaN marks an undefined one; inf, a tied maximum's kappa, counts)."""
+    x = x[~np.isnan(x)]
     return float(np.median(x)) if len(x) else float("nan")
 
 
