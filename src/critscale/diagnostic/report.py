@@ -88,12 +88,12 @@ def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
         lines.append(f"  {name:<15s} {r['known_law']:>6s} -> {r['law']:<9s} {_interval(r, 'gamma'):<22s} "
                      f"exact {_fmt(r['gamma_exact'], '.2f'):>5s}  {r['best_rule']}")
     lines += ["", "layer head  p_max  H     beta1/2 | kappa  kappa16 | c_half regime        | law    step  "
-              "beyond  sink | gamma [95%]          | best rule"]
+              "beyond the null       sink | gamma [95%]          | best rule"]
     for _, r in h.iterrows():
         lines.append(f"{r['layer']:5d} {r['head']:4d}  {_fmt(r['p_max'], '.3f'):5s}  {_fmt(r['entropy'], '.2f'):5s} "
                      f"{_fmt(r['beta_half'], '.3g'):7s} | {_fmt(r['kappa'], '.3g'):6s} {_fmt(r['kappa16'], '.3g'):7s} | "
                      f"{_fmt(r['c_half'], '.3g'):6s} {r['regime']:13s} | {r['law']:6s} {_fmt(r['rows_step'], '.2f'):5s} "
-                     f"{r.get('beyond_null', ''):7s} {'yes' if r['sink'] else 'no':4s} | {_interval(r, 'gamma'):20s} | "
+                     f"{r.get('beyond_null', ''):21s} {'yes' if r['sink'] else 'no':4s} | {_interval(r, 'gamma'):20s} | "
                      f"{r['best_rule']}")
     return "\n".join(lines)
 
