@@ -61,3 +61,31 @@ def test_cache_skips_training(tmp_path):
     assert json.loads((directory / "train_log.json").read_text())["steps"] == 3
     other = TrainConfig(**{**TINY, "steps": 3, "seed": 1})
     assert cache_key(other, corpus) != cache_key(config, corpus)
+
+
+def test_step_zero_model_is_the_seeded_initialisation(tmp_path):
+    """``steps=0`` saves the untrained model of the same shape and seed (the step-0 reference of the
+    diagnostic): its weights equal those every trained run with that seed starts from, nothing was
+    updated, and its held-out loss is that of a near-uniform next-byte guess, log 256 nats.  Rejects
+    the old ``steps >= 1`` refusal, a step-0 model drawn from another seed, and a silent training step."""
+    import math
+
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from critscale.gpt2.train import gpt2_config
+
+    corpus = build_corpus("topics")
+    config = TrainConfig(**{**TINY, "steps": 0})
+    model, log = train_model(config, corpus, progress=True)
+    torch.manual_seed(config.seed)
+    init = GPT2LMHeadModel(gpt2_config(config))
+    for (name, p), (_, p0) in zip(model.named_parameters(), init.named_parameters()):
+        assert torch.equal(p.detach(), p0.detach()), name
+    assert log["steps"] == 0 and log["loss_curve"] == [] and log["final_train_loss"] is None
+    # GPT-2's initial logits have standard deviation ~0.02 * sqrt(width) = 0.1 here: loss within 0.05 of log 256
+    assert log["heldout_loss_nats_per_byte"] == pytest.approx(math.log(256), abs=0.05)
+    directory, cached = train_or_load(config, corpus, cache_root=tmp_path, progress=False)
+    assert (directory / "config.json").is_file() and not cached["cached"]
+    with pytest.raises(ValueError, match="integer >= 0"):
+        TrainConfig(steps=-1)

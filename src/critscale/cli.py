@@ -1,12 +1,11 @@
-"""Command line of critscale: ``python -m critscale diagnose --model NAME_OR_DIR --text FILE --out DIR``.
+"""Command line of critscale: ``python -m critscale diagnose``.
 
-``diagnose`` runs the paper's diagnostic (theory.md §6 P-13) on a GPT-2-family model: per layer and
-head, kappa, kappa_16 and beta_{1/2} against the row length n, the exponent gamma of
-kappa ∝ (log n)^gamma, the shape of log N(t), sinks, operating points and the rescaling-rule audit.
-It writes ``heads.csv`` (one line per head), ``bins.csv``, ``entropy_curves.csv``,
-``profiles.csv``, ``summary.json``, ``summary.txt`` and PNG figures into ``--out``, and prints
-the summary.  Exit status 2 with a one-line message for bad input (missing model, unsupported
-architecture, bad checkpoint, missing/empty/too-short text, bad ``--max-len``).
+``diagnose`` runs the calibrated attention diagnostic (:mod:`critscale.diagnostic`; theory.md §6
+P-13) on a model and a text (``--model``, ``--text``) or on queries and keys from a file
+(``--qk FILE.npz``), beside null heads whose answer is known by construction.  It writes tables,
+a summary and figures into a fresh run directory ``--out`` (see the README) and prints the summary.
+Exit status: 0 on success, 2 with one line naming the problem for every bad input (checked before
+any computation where it can be: the output directory, the device, the input paths and options).
 """
 
 from __future__ import annotations
@@ -14,63 +13,167 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
+
+
+class DeviceError(ValueError):
+    """``--device`` names no usable device."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m critscale",
                                      description="critscale: critical scaling of inverse temperature in attention")
     sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("diagnose", help="the accumulation-scale diagnostic of a GPT-2 model's attention rows",
+    d = sub.add_parser("diagnose", help="the calibrated accumulation-scale diagnostic of attention rows",
                        description=__doc__.split("\n\n")[1])
+    source = d.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="text file the model reads (streamed: only the tokens analysed are read)")
+    source.add_argument("--qk", help=".npz file with arrays q, k (layers, heads, windows, T, d_head), optional "
+                                     "scale and causal")
     d.add_argument("--model", default=None,
-                   help="hub name (e.g. gpt2; needs the hub cache when HF_HUB_OFFLINE=1) or a directory written "
-                        "by save_pretrained; default: $CRITSCALE_GPT2")
-    d.add_argument("--text", required=True, help="UTF-8 text file to run the model on")
+                   help="with --text: hub name (needs the hub cache when HF_HUB_OFFLINE=1), a directory written by "
+                        "save_pretrained, or what critscale.models accepts; default: $CRITSCALE_GPT2")
+    d.add_argument("--out", required=True, help="run directory: created, or empty, or an earlier run's with --force")
+    d.add_argument("--force", action="store_true", help="replace the results of an earlier diagnosis in --out")
     d.add_argument("--max-len", type=int, default=None,
                    help="window length in tokens (default: min(1024, the model's context))")
-    d.add_argument("--max-windows", type=int, default=8, help="number of consecutive windows analysed (default 8)")
-    d.add_argument("--out", required=True, help="output directory (created)")
-    d.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
+    d.add_argument("--max-windows", type=int, default=32, help="consecutive windows analysed (default 32)")
+    d.add_argument("--queries", type=int, default=4, help="query rows kept per context length (default 4)")
+    d.add_argument("--design", default="suffix", choices=("suffix", "prefix"),
+                   help="with --model: contexts of growing length ending at fixed query tokens (suffix, default) "
+                        "or the prefixes of one forward per window (prefix, the design of --qk files)")
+    d.add_argument("--nulls", default=None, help="comma-separated null heads (default: all; see the README)")
+    d.add_argument("--null-windows", type=int, default=None,
+                   help="windows of each null head (default: 4 x the input's windows, at least 32)")
+    d.add_argument("--encoding", default="utf-8", help="encoding of --text (default utf-8)")
+    d.add_argument("--errors", default="strict",
+                   help="what to do with bytes --encoding cannot decode: strict (an error naming the byte offset, "
+                        "default), replace or ignore")
+    d.add_argument("--device", default=None, help="torch device for the model (default: cuda if available, else cpu)")
+    d.add_argument("--device-map", default=None,
+                   help="transformers device map for a model larger than one device (e.g. auto; needs accelerate)")
     d.add_argument("--backend", default="auto", choices=("auto", "reference", "kernel"),
                    help="row statistics: the fused q.k kernel (CUDA), the float64 reference (CPU), or auto "
                         "(kernel on CUDA, else reference)")
-    d.add_argument("--seed", type=int, default=0, help="seed of the bootstrap intervals (default 0)")
+    d.add_argument("--seed", type=int, default=0, help="seed of the null heads and the bootstrap (default 0)")
     d.add_argument("--no-figures", action="store_true", help="write the tables only")
     d.add_argument("--rows", action="store_true", help="also write every analysed row (rows.csv.gz)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
 
-def _diagnose(args) -> int:
-    if not Path(args.text).is_file():  # before the slow imports
-        raise ValueError(f"text file {args.text} does not exist")
+def check_device(name: str | None) -> str:
+    """The torch device to use: ``name`` validated, or cuda when available, else cpu."""
+    import torch
+
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError):
+        raise DeviceError(f"--device {name} is not a torch device (use cpu, cuda or cuda:N)") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(f"--device {name}: no CUDA GPU is available on this machine (use --device cpu)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise DeviceError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise DeviceError(f"--device {name}: the diagnostic runs on cpu or cuda, not {device.type}")
+    return str(device)
+
+
+def _check_options(args) -> tuple[str, ...]:
+    from .diagnostic import nulls as nulls_module
+    from .diagnostic.design import DesignError, make_design
+
+    if args.qk is not None and (args.model is not None or args.design != "suffix"):
+        raise ValueError("--qk files hold one forward per window (prefix design): --model and --design do not apply")
+    if args.max_windows < 1:
+        raise DesignError(f"--max-windows must be >= 1, got {args.max_windows}")
+    if args.max_len is not None:
+        make_design(args.design, args.max_len, queries=args.queries)  # names a --max-len below MIN_LENGTH
+    elif not 1 <= args.queries <= 16:
+        raise DesignError(f"--queries must be from 1 to 16, got {args.queries}")
+    if args.null_windows is not None and args.null_windows < 1:
+        raise DesignError(f"--null-windows must be >= 1, got {args.null_windows}")
+    names = nulls_module.DEFAULT_NULLS if args.nulls is None else tuple(
+        n.strip() for n in args.nulls.split(",") if n.strip())
+    return nulls_module.check_names(names)
+
+
+def _compute(args, nulls, device: str, backend: str):
+    """Load the input, run the diagnostic; returns the diagnosis and the inputs with their hashes."""
+    from .diagnostic import diagnose_model, diagnose_qk
+    from .diagnostic.rundir import describe_input
+
+    common = dict(queries=args.queries, nulls=nulls, null_windows=args.null_windows, seed=args.seed,
+                  backend=backend, keep_rows=args.rows)
+    if args.qk is not None:
+        from .diagnostic.qkfile import load_qk_file
+
+        arrays = load_qk_file(args.qk)
+        diag = diagnose_qk(arrays.q, arrays.k, arrays.scale, arrays.causal, **common)
+        return diag, [describe_input("qk", args.qk)]
+    from .diagnostic.pipeline import resolve_length
+    from .diagnostic.text import read_tokens
+    from .models import load_model
+
+    options = {"device": device}
+    if args.device_map is not None:
+        options["device_map"] = args.device_map
+    loaded = load_model(args.model, **options)
+    length = resolve_length(loaded.context, args.max_len)
+    text = read_tokens(args.text, loaded.tokenizer, args.max_windows * length, encoding=args.encoding,
+                       errors=args.errors)
+    inputs = [{"role": "text", "path": args.text, "file_bytes": os.path.getsize(args.text),
+               "bytes_read": text.bytes_read, "sha256": text.sha256,
+               "sha256_of": "the bytes read (the text is streamed; nothing after them was read)"},
+              describe_input("model", loaded.checkpoint)]
+    diag = diagnose_model(loaded, text.tokens, max_len=length, max_windows=args.max_windows, design=args.design,
+                          progress=not args.no_progress, **common)
+    return diag, inputs
+
+
+def _diagnose(args, argv) -> int:
+    from .diagnostic.rundir import check_out_dir, run_record
+    from .diagnostic.text import check_codec, check_text_path
+
+    if args.text is not None:  # before the slow imports
+        check_text_path(args.text)
+        check_codec(args.encoding, args.errors)
+    nulls = _check_options(args)
     import torch
 
     if not torch.cuda.is_available():
         # Triton (imported by transformers) has no CPU backend: it needs its interpreter on CPU.
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    device = check_device(args.device)
+    from .diagnostic.rows import resolve_backend
 
-    from .gpt2.diagnose import diagnose, read_text, summary_text, write_outputs
-    from .models.load import load_model
+    backend = resolve_backend(args.backend)
+    created = bool(args.out) and not os.path.lexists(args.out)
+    out = check_out_dir(args.out, force=args.force)
+    try:
+        diag, inputs = _compute(args, nulls, device, backend)
+    except ValueError:
+        if created and not any(out.iterdir()):
+            out.rmdir()  # a run that fails on its input leaves no empty directory it made
+        raise
+    from .diagnostic.report import summary_text, write_outputs
 
-    text = read_text(args.text)  # fail on a missing file before loading the model
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    loaded = load_model(args.model, device=device)
-    diag = diagnose(loaded, text, max_len=args.max_len, max_windows=args.max_windows,
-                    progress=not args.no_progress, seed=args.seed, backend=args.backend)
-    written = write_outputs(diag, args.out, figures=not args.no_figures, rows=args.rows)
-    print(summary_text(diag))
-    print(f"\nwrote {len(written)} files to {args.out}: " + ", ".join(p.name for p in written))
+    record = run_record(argv, inputs)
+    written = write_outputs(diag, out, record=record, figures=not args.no_figures, rows=args.rows)
+    print(summary_text(diag, record))
+    print(f"\nwrote {len(written)} files to {out}: " + ", ".join(p.name for p in written))
     return 0
 
 
 def main(argv=None) -> int:
     """Entry point; returns the exit status (0 success, 2 bad input)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     try:
         if args.command == "diagnose":
-            return _diagnose(args)
+            return _diagnose(args, argv)
     except ValueError as err:  # every documented input error is a ValueError subclass
         print(f"critscale {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -1,15 +1,8 @@
-"""The paper's diagnostic on GPT-2 attention rows (theory.md §6 P-13).
+"""The book's own GPT-2: a GPT-2-architecture model trained on text every Python installation carries.
 
-Modules, one idea each:
+- :mod:`.corpus`: the deterministic corpus (CPython documentation and standard library);
+- :mod:`.train`: training it (or, with ``steps=0``, saving its seeded initialisation), cached.
 
-- :mod:`.stats`: per-row statistics (kappa, kappa_16, beta_1/2, entropy, sinks) from the critscale
-  API, or from the fused q·k kernel on CUDA;
-- :mod:`.classify`: the law of log N(t), the exponent gamma, sinks;
-- :mod:`.diagnose`: the whole diagnostic per layer and head, its tables and summary;
-- :mod:`.figures`: its figures;
-- :mod:`.corpus` and :mod:`.train`: a GPT-2-architecture model trained on the Python docs, for
-  machines without pretrained weights.
-
-Loading models and capturing q and k live in :mod:`critscale.models`.
-Nothing here imports transformers at import time; the heavy imports happen inside the functions.
+The diagnostic that reads its attention lives in :mod:`critscale.diagnostic`; loading models and
+capturing q and k in :mod:`critscale.models`.  Nothing here imports transformers at import time.
 """

@@ -7,6 +7,10 @@ batch offsets, single-threaded order of operations as torch gives it); a time-bo
 run (``minutes=``, the GPU profile) stops at a wall-clock budget and records how many
 steps it took.  A step-bounded run is cached under ``build/gpt2/<key>/`` where ``key``
 hashes the config, the corpus's SHA-256 and the seed, so a rerun loads instead of training.
+
+``steps=0`` is the *step-0* model: the seeded initialisation of the same shape, saved without a
+single update (its held-out loss is still measured).  It is exactly the initial state of every
+run with the same shape and seed, the untrained reference beside a trained model's attention.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ class TrainConfig:
     def __post_init__(self):
         if (self.steps is None) == (self.minutes is None):
             raise ValueError("give exactly one of steps= or minutes= to bound training")
-        if self.steps is not None and self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.steps is not None and (isinstance(self.steps, bool) or int(self.steps) != self.steps
+                                       or self.steps < 0):
+            raise ValueError(f"steps must be an integer >= 0 (0: the seeded initialisation), got {self.steps!r}")
         if self.minutes is not None and not self.minutes > 0:
             raise ValueError(f"minutes must be > 0, got {self.minutes}")
         if self.n_embd % self.n_head:
@@ -120,7 +125,8 @@ def train_model(config: TrainConfig, corpus: Corpus, *, device: str = "cpu", pro
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=config.steps if config.steps else int(budget_s), unit="step" if config.steps else "s",
+        bounded = config.steps is not None
+        bar = tqdm(total=config.steps if bounded else int(budget_s), unit="step" if bounded else "s",
                    desc="training", leave=False)
     model.train()
     while True:

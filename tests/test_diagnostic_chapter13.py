@@ -6,6 +6,7 @@ Skipped when the book has not been built (see the ``ci_results`` fixture in conf
 import pytest
 import yaml
 
+from critscale.diagnostic.design import QUERIES, length_grid
 from critscale.provenance import repo_root
 
 
@@ -18,11 +19,15 @@ def test_chapter_13_recorded_values(ci_results):
     if not values["pretrained"]:
         assert heads == params["train_layers"] * params["train_heads"]
         assert values["train_steps"] == params["train_steps"]
-        assert values["rows_per_head"] == values["windows"] * (values["window_length"] - 15)
+        levels = length_grid(params["train_context"])
+        assert values["windows"] == params["max_windows"]
+        assert values["rows_per_head"] == values["windows"] * len(levels) * QUERIES
     assert sum(values[f"law_count_{law}"] for law in ("linear", "power", "step")) <= heads
     assert 0 <= values["sink_heads"] <= heads
-    assert 0 <= values["supercritical_heads"] <= heads
+    assert values["subcritical_heads"] + values["crossover_heads"] + values["supercritical_heads"] <= heads
     assert values["c_min"] <= values["c_median"] <= values["c_max"]
-    assert values["reference_slope_ptail1"] == pytest.approx(0.0, abs=1e-9)
-    assert values["reference_slope_logexp"] == pytest.approx(1.0, abs=1e-9)
+    assert values["reference_slope_ptail1"] == pytest.approx(0.0, abs=1e-9)  # exact kappa_bar = 1
+    assert values["reference_slope_logexp"] == pytest.approx(1.0, abs=1e-9)  # exact kappa_bar = log n
+    assert values["null_gamma_ptail1"] < values["null_gamma_logexp"] < values["null_gamma_edge"]
     assert len(values["head_table"]["records"]) == heads
+    assert len(values["null_table"]["records"]) >= 8

@@ -1,0 +1,196 @@
+"""The diagnostic end to end: input -> q/k windows -> row statistics -> summaries beside nulls.
+
+:func:`diagnose_model` (a loaded model and token ids, suffix design) and :func:`diagnose_qk` (arrays
+of queries and keys, prefix design) differ only in their source of q and k; both then call
+:func:`diagnose_source`, which reads every head's rows, reads the null heads over the same design
+(:mod:`.nulls`) with the same code, summarises every unit (:mod:`.summary`) and returns a
+:class:`Diagnosis`.  Writing it is the report stage (:mod:`.report`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from . import laws, nulls as nulls_module, summary
+from .design import Design, DesignError, make_design
+from .qkfile import validate_qk
+from .rows import BETA_GRID, MODEL_BETA, block_statistics, resolve_backend
+from .windows import ArraySource, ModelSource
+
+WINDOWS = 32  # default number of windows
+NULL_WINDOW_FACTOR = 4  # nulls read this many times the input's windows (at least MIN_NULL_WINDOWS)
+MIN_NULL_WINDOWS = 32
+ROW_COLUMNS = ("unit", "layer", "head", "window", "level", "n", "query", "kappa", "kappa16", "beta_half",
+               "p_max", "entropy", "first_weight", "argmax_first", "spread", "law")
+
+
+@dataclass
+class Diagnosis:
+    """Everything the diagnostic computed.  Per-unit frames have ``unit``, ``layer``, ``head``
+    columns; null units are named after the null and have ``layer = head = -1``."""
+
+    heads: pd.DataFrame  # one line per head
+    nulls: pd.DataFrame  # one line per null head, the same columns plus description and known law
+    bins: pd.DataFrame  # per unit and level: medians of p_max, entropy, beta_half, kappa, kappa16, ...
+    curves: pd.DataFrame  # entropy and p_max against beta, per unit and level (medians)
+    profiles: pd.DataFrame  # median scale-free gap profile per unit
+    rows: pd.DataFrame | None = None  # one line per row (heads and nulls), when asked for
+    meta: dict = field(default_factory=dict)
+
+
+def _concatenate(chunks: list[dict]) -> dict:
+    return {key: np.concatenate([c[key] for c in chunks]) for key in chunks[0]}
+
+
+def _split_units(data: dict, n_heads: int) -> dict[tuple[int, int], dict]:
+    """Rows grouped by (layer, head), in layer-major order."""
+    unit = data["layer"] * n_heads + data["head"]
+    order = np.argsort(unit, kind="stable")
+    bounds = np.flatnonzero(np.diff(unit[order])) + 1
+    out = {}
+    for idx in np.split(order, bounds):
+        key = (int(data["layer"][idx[0]]), int(data["head"][idx[0]]))
+        out[key] = {k: v[idx] for k, v in data.items()}
+    return out
+
+
+def _row_frame(unit: str, layer: int, head: int, data: dict) -> pd.DataFrame:
+    return pd.DataFrame({
+        "unit": unit, "layer": layer, "head": head, "window": data["window"], "level": data["level"],
+        "n": data["n"], "query": data["query"], "kappa": data["kappa"], "kappa16": data["kappa16"],
+        "beta_half": data["beta_half"], "p_max": data["max_weight"][:, MODEL_BETA],
+        "entropy": data["entropy"][:, MODEL_BETA], "first_weight": data["first_weight"],
+        "argmax_first": data["argmax_first"], "spread": data["spread"], "law": summary.row_laws(data)},
+        columns=list(ROW_COLUMNS))
+
+
+def _read_source(source, design: Design, backend: str) -> dict:
+    return _concatenate([block_statistics(block, backend) for block in source.blocks(design)])
+
+
+def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module.DEFAULT_NULLS,
+                    null_windows: int | None = None, seed: int = 0, backend: str = "auto",
+                    keep_rows: bool = False, meta: dict | None = None,
+                    on_null: Callable[[str], None] | None = None) -> Diagnosis:
+    """Read every head of ``source`` and the null heads over ``design``; summarise them all."""
+    nulls = nulls_module.check_names(nulls)
+    backend = resolve_backend(backend)
+    start = time.perf_counter()
+    data = _read_source(source, design, backend)
+    head_data = _split_units(data, source.n_heads)
+    heads_seconds = time.perf_counter() - start
+    spread = float(np.median(data["spread"]))
+    del data
+    null_windows = null_windows or max(NULL_WINDOW_FACTOR * source.n_windows, MIN_NULL_WINDOWS)
+    units = [(f"L{l}H{h}", l, h, d) for (l, h), d in head_data.items()]
+    for i, name in enumerate(nulls):
+        if on_null is not None:
+            on_null(name)
+        rng = np.random.default_rng([seed, 97, i])
+        if nulls_module.NULLS[name].kind == "qk":
+            null_source = nulls_module.qk_source(name, design, null_windows, source.head_dim, spread, rng)
+            null_data = _read_source(null_source, design, backend)
+        else:
+            null_data = _concatenate(nulls_module.family_statistics(name, design, null_windows, rng))
+        units.append((name, -1, -1, null_data))
+    records, bins, curves, profiles, row_frames = [], [], [], [], []
+    for unit, layer, head, unit_data in units:
+        rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed)
+        records.append(rec)
+        bins += b
+        curves += c
+        profiles += p
+        if keep_rows:
+            row_frames.append(_row_frame(unit, layer, head, unit_data))
+    table = pd.DataFrame(records)
+    heads, null_table = summary.audit(table[table["layer"] >= 0].reset_index(drop=True),
+                                      table[table["layer"] < 0].reset_index(drop=True))
+    lengths = np.array(design.levels, dtype=np.float64)
+    kappa16_lengths = lengths[lengths >= summary.KAPPA16_MIN_N]
+    null_table.insert(3, "gamma_exact", [nulls_module.exact_slope(u, kappa16_lengths) for u in null_table["unit"]])
+    rule_reference = [{"law": law, "rule": nulls_module.RULE_LABEL[rule], "null": null,
+                       "rule_slope": nulls_module.rule_slope(rule, kappa16_lengths),
+                       "null_gamma": float(null_table.set_index("unit")["gamma"].get(null, np.nan))}
+                      for law, table in nulls_module.RULE_NULLS.items() for rule, null in table.items()]
+    info = {**(meta or {}), "input": describe, "design": design.kind, "design_text": design.describe(),
+            "levels": list(design.levels), "queries": design.queries, "causal": design.causal,
+            "window_length": design.window_length, "windows": int(source.n_windows),
+            "layers": int(source.n_layers), "heads": int(source.n_heads), "head_dim": int(source.head_dim),
+            "nulls": list(nulls), "null_windows": int(null_windows), "null_spread": spread,
+            "kappa16_min_n": summary.KAPPA16_MIN_N, "law_min_n": summary.LAW_MIN_N, "shape_k": laws.SHAPE_K,
+            "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": int(source.n_windows) >= laws.MIN_WINDOWS,
+            "crossover": list(summary.CROSSOVER), "backend": backend, "beta_grid": BETA_GRID.tolist(),
+            "rule_reference": rule_reference, "heads_seconds": round(heads_seconds, 2),
+            "seconds": round(time.perf_counter() - start, 2), "seed": seed}
+    return Diagnosis(heads, null_table, pd.DataFrame(bins), pd.DataFrame(curves), pd.DataFrame(profiles),
+                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info)
+
+
+def token_windows(tokens, length: int, max_windows: int) -> np.ndarray:
+    """Consecutive non-overlapping windows ``(W, length)`` of ``tokens``; :class:`DesignError` if none fits."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    if isinstance(max_windows, bool) or int(max_windows) != max_windows or max_windows < 1:
+        raise DesignError(f"the number of windows must be an integer >= 1, got {max_windows!r}")
+    count = min(int(max_windows), len(tokens) // length)
+    if count == 0:
+        raise DesignError(f"the text is too short: {len(tokens)} tokens, one window needs {length} "
+                          "(give a longer text or a smaller --max-len)")
+    return tokens[:count * length].reshape(count, length)
+
+
+def resolve_length(context: int, max_len: int | None) -> int:
+    """The window length: ``max_len``, or min(1024, the model's context); checked against the context."""
+    if max_len is None:
+        return min(1024, int(context))
+    if max_len > context:
+        raise DesignError(f"--max-len {max_len} exceeds the model's context of {context} positions")
+    return int(max_len)
+
+
+def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: int = WINDOWS,
+                   design: str = "suffix", queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
+                   null_windows: int | None = None, seed: int = 0, backend: str = "auto",
+                   keep_rows: bool = False, progress: bool = False, meta: dict | None = None) -> Diagnosis:
+    """The diagnostic of ``loaded`` (a :class:`critscale.models.LoadedModel`) on token ids ``tokens``."""
+    length = resolve_length(loaded.context, max_len)
+    plan = make_design(design, length, queries=queries)
+    windows = token_windows(tokens, length, max_windows)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        count = len(windows) * (len(plan.levels) if design == "suffix" else 1)
+        bar = tqdm(total=count, desc="diagnose: forwards", unit="forward")
+    source = ModelSource(loaded, windows, on_forward=None if bar is None else (lambda: bar.update(1)))
+    try:
+        diag = diagnose_source(source, plan, describe=loaded.describe(), nulls=nulls, null_windows=null_windows,
+                               seed=seed, backend=backend, keep_rows=keep_rows,
+                               meta={"checkpoint": loaded.checkpoint, "tokens": int(windows.size), **(meta or {})},
+                               on_null=None if bar is None else (lambda name: bar.set_description(f"null {name}")))
+    finally:
+        if bar is not None:
+            bar.close()
+    return diag
+
+
+def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
+                null_windows: int | None = None, seed: int = 0, backend: str = "auto",
+                keep_rows: bool = False, meta: dict | None = None) -> Diagnosis:
+    """The diagnostic of queries and keys ``(layers, heads, windows, T, d_head)`` (format of :mod:`.qkfile`).
+
+    A forward per window: the prefix design applies (:mod:`.design`).  ``scale`` defaults to
+    ``1/sqrt(d_head)``; ``causal=False`` reads each query against the first n keys of its window.
+    """
+    arrays = validate_qk(q, k, scale, causal)
+    layers, heads, windows, T, d = arrays.shape
+    plan = make_design("prefix", T, queries=queries, causal=arrays.causal)
+    source = ArraySource(arrays.q, arrays.k, arrays.scale, causal=arrays.causal)
+    describe = (f"q/k arrays: {layers} layers x {heads} heads, {windows} windows of {T} tokens, d_head {d}, "
+                f"scale {arrays.scale:.6g}, {'causal' if arrays.causal else 'not causal'}")
+    return diagnose_source(source, plan, describe=describe, nulls=nulls, null_windows=null_windows, seed=seed,
+                           backend=backend, keep_rows=keep_rows, meta=meta)

@@ -1,0 +1,169 @@
+"""Stage 4: one head's summary from its rows, and the audit of every head beside its nulls.
+
+:func:`summarise_unit` reads a head (or a null head) the same way:
+
+* **operating point** at the model's own temperature, first, because it does not depend on how kappa
+  is defined: medians over the rows of the longest level (n = T) of p_max, the entropy and
+  beta_1/2 (in units of the model's beta), then kappa, kappa_16 and the three operating points
+  c_half = 1/beta_1/2, c = 1/kappa, c16 = 1/kappa_16 side by side.  Each is labelled ``subcritical``
+  (c <= 1/4), ``crossover`` (1/4 < c < 4: not a phase, the finite-n window around the transition)
+  or ``supercritical`` (c >= 4).
+* **law** of log N(t) (median profile) and the **law shares** of its rows, with window-bootstrap
+  intervals (:mod:`.laws`);
+* **sink**: the first key of the forward is the row maximum in at least half of the rows;
+* **gamma**: slopes of kappa_16 (the primary ``gamma``, rows with n >= 64), of kappa (``gamma_kappa``)
+  and of beta_1/2 (``gamma_half``) on log log n, with window-bootstrap intervals.
+
+:func:`audit` then puts each head beside the nulls (:mod:`.nulls`): the drift of each rule is the
+head's gamma minus the gamma of the null of the head's law whose exact scale is that rule
+(:data:`.nulls.RULE_NULLS`); the rule with the smallest |drift| is ``best_rule`` (``undefined`` for a
+law without rule nulls, such as ``power``), and ``rules_consistent`` lists the rules whose null gamma
+lies inside the head's interval.  The Gaussian q/k null's law shares and gamma stand beside the
+head's (``null_rows_*``, ``null_gamma*``); ``gamma_z`` is the head's gamma minus the null's in
+standard errors of the difference, and ``beyond_null`` names the law shares and the gamma that
+differ from the null's by more than :data:`BEYOND_Z` such standard errors (``+`` above, ``-``
+below; each standard error from the width of its window-bootstrap interval, 3.92 standard errors
+wide).  :data:`BEYOND_Z` makes the four comparisons of a head together a 95% test (Bonferroni), so
+at most about 5% of heads that do not differ from the null are flagged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from . import laws
+from .nulls import NULLS, RULE_LABEL, RULE_NULLS, RULES
+from .rows import BETA_GRID, MODEL_BETA
+
+KAPPA16_MIN_N = laws.min_length(16)
+LAW_MIN_N = laws.min_length(laws.SHAPE_K)
+CROSSOVER = (0.25, 4.0)
+REFERENCE_NULL = "gauss_qk"  # the head without structure, whose shares stand beside every head's
+BEYOND_Z = float(norm.isf(0.05 / 2 / 4))  # two-sided, four comparisons per head (3 law shares, gamma): 2.50
+
+
+def regime(c: float) -> str:
+    """``subcritical`` (c <= 1/4), ``crossover`` (1/4 < c < 4) or ``supercritical`` (c >= 4); ``undefined`` if NaN."""
+    if not np.isfinite(c):
+        return "undefined"
+    if c <= CROSSOVER[0]:
+        return "subcritical"
+    return "crossover" if c < CROSSOVER[1] else "supercritical"
+
+
+def _median(x: np.ndarray) -> float:
+    """Median over the defined values (NaN marks an undefined one; inf, a tied maximum's kappa, counts)."""
+    x = x[~np.isnan(x)]
+    return float(np.median(x)) if len(x) else float("nan")
+
+
+def row_laws(data: dict) -> np.ndarray:
+    """Law label of every row (``"undefined"`` for rows shorter than 4 K or with a tied maximum)."""
+    labels = laws.classify_profiles(laws.profile_of_gaps(data["top_gaps"]))[0]
+    labels[data["n"] < LAW_MIN_N] = "undefined"
+    return labels
+
+
+def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 0,
+                   min_windows: int = laws.MIN_WINDOWS) -> tuple[dict, list, list, list]:
+    """One unit's summary record, its per-level records, its curves, its median profile records."""
+    n, level, windows = data["n"], data["level"], data["window"]
+    p_max, entropy = data["max_weight"][:, MODEL_BETA], data["entropy"][:, MODEL_BETA]
+    kappa16 = np.where(n >= KAPPA16_MIN_N, data["kappa16"], np.nan)
+    fits = {name: laws.fit_gamma(level, n, values, windows, min_n=min_n, seed=seed + i, min_windows=min_windows)
+            for i, (name, values, min_n) in enumerate((("gamma", data["kappa16"], KAPPA16_MIN_N),
+                                                       ("gamma_kappa", data["kappa"], 0),
+                                                       ("gamma_half", data["beta_half"], 0)))}
+    longest = level == level.max()
+    point = {"p_max": _median(p_max[longest]), "entropy": _median(entropy[longest]),
+             "beta_half": _median(data["beta_half"][longest]), "kappa": _median(data["kappa"][longest]),
+             "kappa16": _median(kappa16[longest])}
+    c_half, c, c16 = 1 / point["beta_half"], 1 / point["kappa"], 1 / point["kappa16"]
+    labels = row_laws(data)
+    long_rows = n >= LAW_MIN_N
+    profile = laws.head_profile(laws.profile_of_gaps(data["top_gaps"][long_rows]))
+    shares = laws.law_shares(labels, windows, seed=seed + 7, min_windows=min_windows)
+    sink_fraction = float(np.mean(data["argmax_first"]))
+    record = {
+        "unit": unit, "layer": layer, "head": head, "rows": int(len(n)), "windows": int(len(np.unique(windows))),
+        "n_max": int(level.max()), **point, "c_half": c_half, "c": c, "c16": c16,
+        "regime": regime(c_half), "regime_kappa": regime(c), "regime_kappa16": regime(c16),
+        "law": laws.law_of_profile(profile), "profile_r2": float(profile[1]),
+        **{f"rows_{law}{suffix}": v for law, (s, lo, hi) in shares.items()
+           for suffix, v in (("", s), ("_low", lo), ("_high", hi))},
+        "sink": sink_fraction >= laws.SINK_THRESHOLD, "sink_fraction": sink_fraction,
+        "first_weight": float(np.mean(data["first_weight"])),
+        **{f"{name}{suffix}": v for name, fit in fits.items()
+           for suffix, v in (("", fit.gamma), ("_low", fit.low), ("_high", fit.high))},
+        "spread": _median(data["spread"]),
+    }
+    record["domain"] = laws.LAW_DOMAIN.get(record["law"], "undefined")
+    bins, curves = [], []
+    for lv in np.unique(level):
+        sel = level == lv
+        rec = {"unit": unit, "layer": layer, "head": head, "level": int(lv), "n_centre": float(np.median(n[sel])),
+               "log_log_n": float(np.median(np.log(np.log(n[sel])))), "rows": int(sel.sum()),
+               "p_max": _median(p_max[sel]), "entropy": _median(entropy[sel]),
+               "beta_half": _median(data["beta_half"][sel]), "kappa": _median(data["kappa"][sel]),
+               "kappa16": _median(kappa16[sel]), "first_weight": float(np.mean(data["first_weight"][sel])),
+               "sink_fraction": float(np.mean(data["argmax_first"][sel]))}
+        rec.update(c_half=1 / rec["beta_half"], c=1 / rec["kappa"], c16=1 / rec["kappa16"])
+        bins.append(rec)
+        h = np.median(data["entropy"][sel], axis=0)  # (betas,)
+        p = np.median(data["max_weight"][sel], axis=0)  # (betas,)
+        curves += [{"unit": unit, "layer": layer, "head": head, "level": int(lv), "beta": float(beta),
+                    "entropy": float(hv), "p_max": float(pv), "log_n": float(np.log(rec["n_centre"]))}
+                   for beta, hv, pv in zip(BETA_GRID, h, p)]
+    profiles = [{"unit": unit, "layer": layer, "head": head, "k": k + 1, "r": float(r)} for k, r in enumerate(profile)]
+    return record, bins, curves, profiles
+
+
+def _se(low: float, high: float) -> float:
+    """Standard error implied by a 95% interval (its width over 3.92)."""
+    return (high - low) / 3.92
+
+
+def audit(heads: pd.DataFrame, nulls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Add the rule audit and the null comparisons to ``heads`` and ``nulls`` (returns new frames)."""
+    by_name = nulls.set_index("unit") if len(nulls) else None
+    null_gamma = by_name["gamma"] if by_name is not None else pd.Series(dtype=float)
+    reference = by_name.loc[REFERENCE_NULL] if by_name is not None and REFERENCE_NULL in by_name.index else None
+
+    def one(row, exclude=None) -> dict:
+        out = {}
+        references = {rule: null for rule, null in RULE_NULLS.get(row["law"], {}).items() if null in null_gamma.index}
+        for rule in RULES:
+            out[f"drift_{rule}"] = row["gamma"] - null_gamma[references[rule]] if rule in references else np.nan
+        drifts = {rule: out[f"drift_{rule}"] for rule in RULES if np.isfinite(out[f"drift_{rule}"])}
+        out["best_rule"] = RULE_LABEL[min(drifts, key=lambda r: abs(drifts[r]))] if drifts else "undefined"
+        out["rules_consistent"] = ",".join(RULE_LABEL[rule] for rule, null in references.items()
+                                           if row["gamma_low"] <= null_gamma[null] <= row["gamma_high"])
+        others = {k: v for k, v in null_gamma.items() if k != exclude and np.isfinite(v)}
+        out["nearest_null"] = (min(others, key=lambda k: abs(others[k] - row["gamma"]))
+                               if others and np.isfinite(row["gamma"]) else "undefined")
+        if reference is not None:
+            beyond = []
+            for law in laws.LAWS:
+                share = reference[f"rows_{law}"]
+                out[f"null_rows_{law}"] = share
+                se = np.hypot(_se(row[f"rows_{law}_low"], row[f"rows_{law}_high"]),
+                              _se(reference[f"rows_{law}_low"], reference[f"rows_{law}_high"]))
+                difference = row[f"rows_{law}"] - share
+                if np.isfinite(se) and abs(difference) > BEYOND_Z * se:
+                    beyond.append(f"{law}{'+' if difference > 0 else '-'}")
+            for suffix in ("", "_low", "_high"):
+                out[f"null_gamma{suffix}"] = reference[f"gamma{suffix}"]
+            se = np.hypot(_se(row["gamma_low"], row["gamma_high"]), _se(reference["gamma_low"], reference["gamma_high"]))
+            out["gamma_z"] = (row["gamma"] - reference["gamma"]) / se if se > 0 else np.nan
+            if abs(out["gamma_z"]) > BEYOND_Z:
+                beyond.append(f"gamma{'+' if out['gamma_z'] > 0 else '-'}")
+            out["beyond_null"] = ",".join(beyond)
+        return out
+
+    heads = heads.join(pd.DataFrame([one(r) for _, r in heads.iterrows()], index=heads.index))
+    nulls = nulls.join(pd.DataFrame([one(r, exclude=r["unit"]) for _, r in nulls.iterrows()], index=nulls.index))
+    nulls.insert(1, "description", [NULLS[u].description for u in nulls["unit"]])
+    nulls.insert(2, "known_law", [NULLS[u].law for u in nulls["unit"]])
+    return heads, nulls

@@ -1,0 +1,104 @@
+"""Stage 2: the queries and keys that each level of the design reads, from a model or from arrays.
+
+A source yields :class:`QKBlock` s: for one context length ``n`` and a batch of windows, the ``m``
+kept query rows and the ``n`` keys they see, for every layer and head (:mod:`.design`).  The model
+source runs the model (through :func:`critscale.models.capture.capture_qk`, which returns keys
+already expanded to the query heads and position encodings applied); the array source slices
+arrays held in memory (a ``--qk`` file, or a null head of :mod:`.nulls`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from .design import Design
+
+BLOCK_ELEMENTS = 1 << 24  # keys per block of an array source (layers x heads x windows x n x d_head)
+
+
+@dataclass
+class QKBlock:
+    """One level of the design for a batch of windows."""
+
+    windows: np.ndarray  # (B,) window indices
+    n: int  # context length: keys per forward
+    q: torch.Tensor  # (L, H, B, m, d_h) the kept queries, positions n - m .. n - 1 of the forward
+    k: torch.Tensor  # (L, H, B, n, d_h) the keys of the forward
+    scales: np.ndarray  # (L,) logit scale per layer
+    causal: bool
+
+
+class ArraySource:
+    """Queries and keys in memory, ``(L, H, W, T, d_h)`` each (numpy or torch).
+
+    ``first_key`` (``(L, H, d_h)``), when given, replaces the key at position 0 of every forward: a
+    planted key that every query aligns with (the sink null of :mod:`.nulls`), also under the suffix
+    design, where position 0 of a forward is a different token at each level.
+    """
+
+    def __init__(self, q, k, scales, *, causal: bool = True, first_key=None):
+        self.q = torch.as_tensor(q)  # (L, H, W, T, d_h)
+        self.k = torch.as_tensor(k)  # (L, H, W, T, d_h)
+        if self.q.shape != self.k.shape or self.q.ndim != 5:
+            raise ValueError(f"q {tuple(self.q.shape)} and k {tuple(self.k.shape)} must share a 5-D shape")
+        self.scales = np.broadcast_to(np.asarray(scales, dtype=np.float64), (self.q.shape[0],)).copy()  # (L,)
+        self.causal = bool(causal)
+        self.first_key = None if first_key is None else torch.as_tensor(first_key)  # (L, H, d_h)
+        self.n_layers, self.n_heads, self.n_windows, self.window_length, self.head_dim = self.q.shape
+
+    def blocks(self, design: Design, *, block_elements: int = BLOCK_ELEMENTS) -> Iterator[QKBlock]:
+        L, H, W, T, d = self.q.shape
+        m = design.queries
+        for n in design.levels:
+            q_slice = slice(n - m, n) if design.kind == "prefix" else slice(T - m, T)
+            k_slice = slice(0, n) if design.kind == "prefix" else slice(T - n, T)
+            step = max(1, block_elements // (L * H * n * d))
+            for w0 in range(0, W, step):
+                w1 = min(W, w0 + step)
+                k = self.k[:, :, w0:w1, k_slice]  # (L, H, B, n, d_h)
+                if self.first_key is not None:
+                    k = k.clone()
+                    k[:, :, :, 0] = self.first_key[:, :, None, :].to(k.dtype)
+                yield QKBlock(np.arange(w0, w1), n, self.q[:, :, w0:w1, q_slice], k, self.scales, self.causal)
+
+
+class ModelSource:
+    """A loaded model (:class:`critscale.models.LoadedModel`) run on windows of token ids ``(W, T)``.
+
+    Suffix design: one forward per level on the window's last ``n`` tokens.  Prefix design: one
+    forward per window, sliced at every level.  ``on_forward`` is called after each forward.
+    """
+
+    def __init__(self, loaded, windows: np.ndarray, *, on_forward: Callable[[], None] | None = None):
+        self.loaded = loaded
+        self.windows = np.asarray(windows, dtype=np.int64)  # (W, T)
+        self.n_layers, self.n_heads = loaded.n_layers, loaded.n_heads
+        self.n_windows, self.window_length = self.windows.shape
+        self.head_dim = loaded.head_dim
+        self.causal = True
+        self.on_forward = on_forward
+
+    def forwards_per_window(self, design: Design) -> int:
+        return len(design.levels) if design.kind == "suffix" else 1
+
+    def _capture(self, ids: np.ndarray):
+        from critscale.models.capture import capture_qk
+
+        captured = capture_qk(self.loaded.model, ids)
+        if self.on_forward is not None:
+            self.on_forward()
+        return captured
+
+    def blocks(self, design: Design) -> Iterator[QKBlock]:
+        T, m = self.window_length, design.queries
+        for w, ids in enumerate(self.windows):
+            full = self._capture(ids) if design.kind == "prefix" else None
+            for n in design.levels:
+                cap = full if full is not None else self._capture(ids[T - n:])
+                q = cap.q[:, :, None, n - m:n]  # (L, H, 1, m, d_h)
+                k = cap.k[:, :, None, :n]  # (L, H, 1, n, d_h)
+                yield QKBlock(np.array([w]), n, q, k, np.asarray(cap.scales, dtype=np.float64), True)
