@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         "entropy_curves": diag.curves.to_dict(orient="records"),
         "profiles": diag.profiles.to_dict(orient="records"),
     }
-    from critscale.record import _json_safe, plain
+    from critscale.pagedata import _json_safe, plain
 
     (out / f"{RESULT_NAME}.json").write_text(json.dumps(_json_safe(plain(result)), indent=1))
     diag.heads.to_csv(out / f"{RESULT_NAME}_heads.csv", index=False)

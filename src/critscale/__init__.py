@@ -12,8 +12,8 @@ from .gaps import accumulation_scale, gap_counts, legendre_transform, sorted_gap
 from .softmax import SoftmaxStats, softmax_stats
 from .roots import beta_at_entropy, beta_at_max_weight
 from . import families, limits, montecarlo, rules
-from .record import record, record_figure
-from . import plotting, provenance, recorded
+from .pagedata import record, record_figure
+from . import gpu_records, plotting, provenance, tables
 
 __version__ = "0.1.0"
 
@@ -22,6 +22,7 @@ __all__ = [
     "beta_at_entropy",
     "beta_at_max_weight",
     "families",
+    "gpu_records",
     "gap_counts",
     "legendre_transform",
     "limits",
@@ -30,9 +31,9 @@ __all__ = [
     "provenance",
     "record",
     "record_figure",
-    "recorded",
     "rules",
     "softmax_stats",
     "sorted_gaps",
+    "tables",
     "SoftmaxStats",
 ]
