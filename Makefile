@@ -49,11 +49,11 @@ lock: $(VENV_OK)
 	$(BIN)/python -m pip freeze --exclude-editable | sed -E 's/\+cpu$$//' > constraints.txt
 
 # ---------------------------------------------------------------- notebooks
-# The build driver (src/critscale/build) checks the parameter file against the notebook's
+# The build driver (src/critscale/bookbuild) checks the parameter file against the notebook's
 # parameters cell, executes the notebook with papermill in a staging folder and moves its
 # outputs (executed notebook, results, figures) into place only when every cell ran: a
 # failing notebook prints its traceback and leaves nothing behind.
-DRIVER := $(BIN)/python -m critscale.build
+DRIVER := $(BIN)/python -m critscale.bookbuild
 ifndef CRITSCALE_BUILD_SESSION
 CRITSCALE_BUILD_SESSION := $(shell date +%s)-$(shell echo $$PPID)
 endif

@@ -8,7 +8,7 @@ headers and cells, no index), in a form that both the HTML and the LaTeX builder
 typeset.  ``record_figure`` glues a matplotlib figure as SVG (HTML) plus a 200-dpi PNG
 (PDF) and saves both beside the results.
 
-The build driver (``python -m critscale.build notebook``) sets ``CRITSCALE_NOTEBOOK``
+The build driver (``python -m critscale.bookbuild notebook``) sets ``CRITSCALE_NOTEBOOK``
 (the notebook's stem) and points ``CRITSCALE_RESULTS_DIR`` at a staging folder that is
 moved into ``build/results/<profile>`` only when the notebook succeeds.  Outside the
 build (an interactive session, a downloaded notebook) results go to
