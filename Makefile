@@ -3,6 +3,7 @@
 #   make test            execute every notebook in the ci profile, render that book, run pytest
 #   make book PROFILE=ci|cpu|gpu     choose the parameter profile (params/<profile>/<notebook>.yaml)
 #   make notebook NB=01_definitions [PROFILE=ci]   execute one notebook
+#   make pdf [PROFILE=ci]  the whole book as one PDF (needs LaTeX: see the README)
 SHELL       := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DELETE_ON_ERROR:
@@ -27,7 +28,10 @@ NB_NAMES  := $(sort $(basename $(notdir $(wildcard notebooks/*.md))))
 CHAPTERS  := $(filter-out 99_reproducibility,$(NB_NAMES))
 EXEC_DIR  := build/executed/$(PROFILE)
 NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(NB_NAMES))
-LIB_SRC   := $(shell find src kernels -name '*.py' 2>/dev/null)
+# Every library file an executed notebook depends on; the driver's rendering modules are
+# not among them (they run on every `make html`).
+RENDER_SRC := $(addprefix src/critscale/bookbuild/,__main__.py appendix.py downloads.py site.py summaries.py)
+LIB_SRC   := $(filter-out $(RENDER_SRC),$(shell find src kernels -name '*.py' 2>/dev/null))
 GPU_DATA  := $(wildcard results/gpu/*)
 VENV_OK   := $(VENV)/.installed
 MATHJAX   := build/vendor/mathjax/tex-chtml.js
@@ -35,7 +39,7 @@ MATHJAX   := build/vendor/mathjax/tex-chtml.js
 .PHONY: help env lock notebooks notebook book html test pytest pdf bench gpu-results clean
 
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 
 # ---------------------------------------------------------------- environment
 env: $(VENV_OK)

@@ -234,7 +234,8 @@ def test_summary_box_convention_catches_each_broken_field():
               "{glue:text}`k:.2f`": "3.14", "{numref}`fig-x`": "{numref}`fig-y`"}
     for old, new in broken.items():
         assert summaries.problems(good.replace(old, new), "t"), f"{new!r} was accepted"
-    assert "generated/t.ipynb::k:.2f" in summaries.cross_page("{glue:text}`k:.2f`", "t")
+    assert summaries.cross_page("{glue:text}`k:.2f`", "t") == "{glue:text}`generated/t.ipynb::k:.2f`"
+    assert summaries.cross_page("{glue:text}`k`", "t") == "{glue:text}`generated/t.ipynb::k:`"
 
 
 def test_appendix_links_every_numbered_result_of_the_brief():

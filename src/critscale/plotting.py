@@ -28,8 +28,8 @@ _OKABE_ITO = {"blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "vermi
 _TOL_MUTED = {"indigo": "#332288", "cyan": "#88CCEE", "teal": "#44AA99", "olive": "#999933",
               "sand": "#DDCC77", "rose": "#CC6677", "wine": "#882255", "grape": "#AA4499"}
 
-# One colour per family, fixed across chapters; within a domain the hues differ.
-FAMILY_COLORS = {
+# One colour per family (an RGB tuple), fixed across chapters; within a domain the hues differ.
+_FAMILY_HEX = {
     # Gumbel domain
     "gauss": _OKABE_ITO["blue"],
     "ptail1": _OKABE_ITO["purple"],
@@ -49,11 +49,11 @@ FAMILY_COLORS = {
     "pareto1": _TOL_MUTED["grape"],
     "pareto2": "#777777",
 }
-_DOMAIN_MARKER = {"gauss": "o", "ptail1": "o", "ptail3": "o", "logexp": "o", "edge": "o",
+FAMILY_COLORS = {name: mpl.colors.to_rgb(hex_code) for name, hex_code in _FAMILY_HEX.items()}
+FAMILY_MARKERS = {"gauss": "o", "ptail1": "o", "ptail3": "o", "logexp": "o", "edge": "o",
                   "unif": "s", "sphere3": "s", "sphere5": "s", "sphere9": "s",
                   "planted": "^", "simplex": "^", "planted_shrink": "^",
                   "pareto1": "D", "pareto2": "D"}
-FAMILY_MARKERS = dict(_DOMAIN_MARKER)
 
 LIMIT_COLOR = "black"  # theoretical limit curves
 

@@ -1,6 +1,6 @@
 """Publication tables: a DataFrame as the book prints it, in HTML and in the PDF.
 
-``table_bundle(df)`` is the display data that ``critscale.record`` glues for a table:
+``table_bundle(df)`` is the display data that ``cs.record(key, df)`` glues for a table:
 
 - ``text/markdown``: a MyST table that jupyter-book turns into a real table in both the
   HTML (MathJax typesets the math) and the LaTeX/PDF output;

@@ -58,6 +58,7 @@ def stage(layout: Layout, builder: str) -> Path:
     generated = site / "_generated"
     generated.mkdir()
     (generated / "theory_brief_body.md").write_text(appendix.render((root / "docs" / "theory.md").read_text()))
+    _recorded_tables(layout, generated / "tables")
     sources = [root / "notebooks" / f"{n}.md" for n in toc_notebooks(root)]
     (generated / "key_results.md").write_text(summaries.key_results(sources))
     notebook, key = HEADLINE
@@ -89,6 +90,27 @@ def stage(layout: Layout, builder: str) -> Path:
     return site
 
 
+def _recorded_tables(layout: Layout, folder: Path) -> None:
+    """Every table recorded by this build as MyST, ``<folder>/<notebook>/<key>.md``.
+
+    Prose pages include these (``{include}``) to show another page's table: myst-nb's
+    cross-page glue carries only plain text, and an included table is typeset by both
+    the HTML and the LaTeX builder.
+    """
+    import pandas as pd
+
+    from ..pagedata import load_results
+    from ..tables import to_markdown
+
+    for path in sorted(layout.results.glob("*.json")):
+        values = load_results(path.stem, layout.results).get("values", {})
+        for key, value in values.items():
+            if isinstance(value, dict) and set(value) == {"columns", "records"}:
+                table = pd.DataFrame(value["records"], columns=value["columns"])
+                (folder / path.stem).mkdir(parents=True, exist_ok=True)
+                (folder / path.stem / f"{key}.md").write_text(to_markdown(table))
+
+
 def _print_without_folded_code(path: Path) -> None:
     """In print, folded code is left out (a PDF cannot unfold it); shown code stays."""
     import nbformat
@@ -111,7 +133,8 @@ def _jupyter_book(site: Path, builder: str, log: Path) -> subprocess.CompletedPr
 
 
 def _problems(output: str) -> list[str]:
-    return [line for line in output.splitlines()
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)  # sphinx colours its messages
+    return [line for line in plain.splitlines()
             if re.search(r"\b(WARNING|ERROR|CRITICAL)\b|Error\b|Exception\b", line)]
 
 

@@ -112,7 +112,9 @@ def cross_page(markdown: str, notebook: str) -> str:
     def rewrite(match: re.Match) -> str:
         role, target = match.groups()
         if "::" not in target:
-            target = f"generated/{notebook}.ipynb::{target}"
+            # myst-nb splits the format at the last colon: a key without one gets an empty format
+            suffix = ":" if role == "glue:text" and ":" not in target else ""
+            target = f"generated/{notebook}.ipynb::{target}{suffix}"
         return f"{{{role}}}`{target}`"
 
     return GLUE_ROLE.sub(rewrite, markdown)
@@ -128,5 +130,5 @@ def key_results(sources: list[Path]) -> str:
         f = {k: cross_page(v, summary.notebook) for k, v in summary.fields.items()}
         paragraphs.append(
             f"**{{ref}}`{summary.chapter_label}`.** {f['Claim']} "
-            f"*Status: {f['Status']}.* {f['Key number']} ({f['Figure']})")
+            f"*Status: {f['Status']}.* Key number: {f['Key number']} ({f['Figure']}).")
     return "\n\n".join(paragraphs) + "\n"
