@@ -84,7 +84,7 @@ def _table_display() -> None:
 
     from .tables import format_number
 
-    pd.set_option("display.float_format", lambda v: format_number(v).replace(r"\(", "").replace(r"\)", ""))
+    pd.set_option("display.float_format", lambda v: format_number(v, plain=True))
 
 
 def color(family: str):

@@ -24,11 +24,15 @@ MATH = re.compile(r"\\\((.+?)\\\)")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|$#])")
 
 
-def format_number(value: Any, digits: int = 4) -> str:
-    """A number as a table shows it: ``digits`` significant digits, math for powers of ten.
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def format_number(value: Any, digits: int = 4, plain: bool = False) -> str:
+    """A number as a table shows it: ``digits`` significant digits, never ``e+00`` notation.
 
     Integers print in full; floats between ``1e-3`` and ``10**digits`` print in fixed
-    notation (``4.958``, ``0.01234``, ``1235``), others as ``\\(1.23 \\times 10^{-5}\\)``.
+    notation (``4.958``, ``0.01234``, ``1235``), others as ``\\(1.23 \\times 10^{-5}\\)``,
+    or with ``plain`` (text outputs, no math) as ``1.23×10⁻⁵``.
     """
     if isinstance(value, (bool, np.bool_)):
         return "yes" if value else "no"
@@ -38,6 +42,8 @@ def format_number(value: Any, digits: int = 4) -> str:
     if math.isnan(value):
         return "n/a"
     if math.isinf(value):
+        if plain:
+            return "∞" if value > 0 else "-∞"
         return r"\(\infty\)" if value > 0 else r"\(-\infty\)"
     if value == 0:
         return "0"
@@ -49,13 +55,15 @@ def format_number(value: Any, digits: int = 4) -> str:
         return text.rstrip("0").rstrip(".") if "." in text else text
     mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
     mantissa = mantissa.rstrip("0").rstrip(".")
+    if plain:
+        return f"{mantissa}×10{str(int(exponent)).translate(_SUPERSCRIPT)}"
     return rf"\({mantissa} \times 10^{{{int(exponent)}}}\)"
 
 
-def format_cell(value: Any, digits: int = 4) -> str:
+def format_cell(value: Any, digits: int = 4, plain: bool = False) -> str:
     """A cell's text: numbers through ``format_number``, everything else as ``str``."""
     if isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str):
-        return format_number(value, digits)
+        return format_number(value, digits, plain)
     if value is None:
         return "n/a"
     return str(value)
@@ -93,7 +101,7 @@ def to_markdown(df, digits: int = 4) -> str:
 def to_plain(df, digits: int = 4) -> str:
     """The table as aligned text (math delimiters dropped), for consoles."""
     cells = [[_plain_text(str(c)) for c in df.columns]]
-    cells += [[_plain_text(format_cell(v, digits)) for v in row] for row in df.itertuples(index=False)]
+    cells += [[_plain_text(format_cell(v, digits, plain=True)) for v in row] for row in df.itertuples(index=False)]
     widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
 

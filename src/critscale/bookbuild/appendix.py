@@ -12,7 +12,9 @@
   the book's statement of it (``BRIEF_RESULTS``), so book and appendix share one
   numbering: the book's;
 - each item of the brief's proposed theorem list (``**T-0.``, ..., ``**P-13.``) links
-  to the chapter that carries it out (``ITEM_CHAPTERS``).
+  to the chapter that carries it out (``ITEM_CHAPTERS``);
+- a display formula ``$$...$$`` written on a line inside a paragraph becomes a block of
+  its own (MyST typesets it only then).
 
 A numbered result without a statement in the book is an error: the appendix would
 otherwise show a number from a second numbering.
@@ -50,6 +52,7 @@ SECTION_HEADING = re.compile(r"^(#{2,4}) (?:Appendix )?(\d+(?:\.\d+)*|[A-Z])\.? 
 SECTION_REF = re.compile(r"(?<!§)§(\d+(?:\.\d+)*)")
 ITEM = re.compile(r"^\*\*((?:T|C|P)-\d+)\.(.*?)\*\*")
 FENCE = re.compile(r"^(```|~~~)")
+DISPLAY_MATH = re.compile(r"^\$\$.*\$\$\s*$")
 
 
 class BriefError(ValueError):
@@ -107,5 +110,8 @@ def render(text: str) -> str:
         if item:
             chapter = ITEM_CHAPTERS[item.group(1)]
             line = line[:item.end()] + f" (chapter: {{ref}}`{chapter}`)" + line[item.end():]
+        if DISPLAY_MATH.match(line):  # MyST reads $$...$$ as display math only as its own block
+            out += ["", line, ""]
+            continue
         out.append(line)
     return "\n".join(out)

@@ -74,7 +74,8 @@ def stage(layout: Layout, builder: str) -> Path:
     config = yaml.safe_load((root / "book" / "_config.yml").read_text())
     if builder == "html":
         vendor = site / "_vendor"
-        shutil.rmtree(vendor / "downloads", ignore_errors=True)
+        for old in (vendor / "downloads", site / "_build" / "html" / "downloads"):
+            shutil.rmtree(old, ignore_errors=True)  # an earlier build's archive would stay linked
         archive = downloads.source_archive(root, commit, vendor / "downloads")
         wheel = downloads.wheel(archive, vendor / "downloads")
         shutil.rmtree(vendor / "mathjax", ignore_errors=True)
