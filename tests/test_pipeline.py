@@ -494,7 +494,9 @@ def test_landing_page_lists_the_key_results_with_live_numbers():
     assert "Fig." in section and "??" not in section
     landing = (HTML / "intro.html").read_text()
     assert re.search(r'<img[^>]+src="_images/headline\.svg"', landing), "no headline figure"
-    assert landing.count("@software{critscale") == 1 and "@misc{hayase2026unified" in landing
+    plain = re.sub(r"<[^>]+>", "", landing)  # the BibTeX is syntax-highlighted
+    assert plain.count("@software{critscale,") == 1 and "@misc{hayase2026unified," in plain
+    assert re.search(r"version = \{\d+\.\d+\.\d+\}", plain) and re.search(r"commit [0-9a-f]{12}", plain)
 
 
 @pytest.mark.book

@@ -87,8 +87,19 @@ def stage(layout: Layout, builder: str) -> Path:
             raise SiteError(f"pip made {wheel.name}, expected {downloads.wheel_name(root)}")
     (generated / "rerun.md").write_text(downloads.rerun_instructions(
         downloads.wheel_name(root), downloads.archive_name(commit), linked=builder == "html"))
+    if builder == "pdf":
+        _one_introduction_chapter(site / "intro.md")
     (site / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return site
+
+
+def _one_introduction_chapter(path: Path) -> None:
+    """In print the landing page's sections would each become a chapter (LaTeX takes the root
+    page's title as the book's): they become the sections of one "Introduction" chapter."""
+    lines = path.read_text().split("\n")
+    title = next(i for i, line in enumerate(lines) if line.startswith("# "))
+    body = [("#" + line) if line.startswith("## ") else line for line in lines[title + 1:]]
+    path.write_text("\n".join(lines[:title + 1] + ["", "## Introduction", ""] + body))
 
 
 def _recorded_tables(layout: Layout, folder: Path) -> None:
@@ -128,7 +139,8 @@ def _jupyter_book(site: Path, builder: str, log: Path) -> subprocess.CompletedPr
     command = [str(Path(sys.executable).parent / "jupyter-book"), "build", "-q", "-W", "-n",
                "--keep-going", "--builder", builder, str(site)]
     log.parent.mkdir(parents=True, exist_ok=True)
-    run = subprocess.run(command, capture_output=True, text=True)
+    # LaTeX writes its log in the fonts' 8-bit encodings: decode leniently
+    run = subprocess.run(command, capture_output=True, text=True, errors="replace")
     log.write_text(run.stdout + run.stderr)
     return run
 
