@@ -21,8 +21,9 @@ MATHJAX_VERSION := 3.2.2
 TRITON_INTERPRET ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo 0 || echo 1)
 export TRITON_INTERPRET
 export HF_HUB_OFFLINE ?= 1
-# Never export MPLBACKEND=Agg: notebook kernels would lose their PNG formatter and glued
-# figures would silently become "<Figure ...>" text.
+# Never export MPLBACKEND=Agg: notebook kernels would lose their PNG formatter and figures
+# shown as cell outputs would silently become "<Figure ...>" text (cs.record_figure renders
+# its own SVG and PNG and does not depend on it).
 
 NB_NAMES  := $(sort $(basename $(notdir $(wildcard notebooks/*.md))))
 CHAPTERS  := $(filter-out 99_reproducibility,$(NB_NAMES))

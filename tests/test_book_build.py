@@ -5,6 +5,7 @@ folding, publication tables, figures, the downloadable wheel and source archive.
 from __future__ import annotations
 
 import copy
+import os
 import json
 import subprocess
 import sys
@@ -273,3 +274,38 @@ def test_wheel_installs_and_imports_and_the_archive_holds_the_notebooks(tmp_path
     location, version = probe.stdout.split()
     assert location.startswith(str(target)), "critscale was not imported from the wheel"
     assert version == downloads.version(ROOT)
+
+
+@pytest.mark.book
+def test_a_downloaded_notebook_runs_with_only_the_books_wheel(tmp_path):
+    """The landing page promises that a page's notebook runs after installing the linked wheel:
+    run the executed 01_definitions.ipynb outside the repository, critscale from the wheel."""
+    import papermill
+
+    html = ROOT / "build" / "site" / "ci" / "_build" / "html"
+    wheels = sorted((html / "downloads").glob("critscale-*.whl"))
+    executed = ROOT / "build" / "executed" / "ci" / "01_definitions.ipynb"
+    if not wheels or not executed.exists():
+        pytest.skip("the ci book is not built: run `make test`")
+    target = tmp_path / "site-packages"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                    str(wheels[0])], check=True)
+    work = tmp_path / "reader"
+    work.mkdir()
+    env_keys = ("PYTHONPATH", "CRITSCALE_ROOT", "CRITSCALE_RESULTS_DIR", "CRITSCALE_NOTEBOOK")
+    saved = {k: os.environ.get(k) for k in env_keys}
+    os.environ["PYTHONPATH"] = str(target)
+    for key in env_keys[1:]:
+        os.environ.pop(key, None)
+    try:
+        nb = papermill.execute_notebook(str(executed), str(work / "out.ipynb"), cwd=str(work),
+                                        kernel_name="python3", progress_bar=False,
+                                        parameters={"n": 256, "rows": 4, "n_figure": 256})
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert (work / "build" / "results" / "interactive" / "interactive.json").exists()

@@ -504,7 +504,11 @@ def test_every_page_loads_the_style_that_wraps_code_and_scrolls_tables():
     for page in _html_files():
         if page.name in ("search.html", "genindex.html", "index.html") or "_static" in page.parts:
             continue
-        assert "_static/critscale.css" in page.read_text(), f"{page.relative_to(HTML)} lacks critscale.css"
+        text = page.read_text()
+        assert "_static/critscale.css" in text, f"{page.relative_to(HTML)} lacks critscale.css"
+        tables = text.count('<table class="table"')
+        scrolled = text.count('<div class="pst-scrollable-table-container"><table class="table"')
+        assert tables == scrolled, f"{page.relative_to(HTML)}: {tables - scrolled} tables cannot scroll sideways"
 
 
 # ---------------------------------------------------------------- landing page, appendix, rerun and cite

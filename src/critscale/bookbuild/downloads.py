@@ -108,10 +108,11 @@ def rerun_instructions(wheel: str, archive: str, linked: bool) -> str:
     return "\n".join([
         f"This build of the book carries its own source and package: {link(wheel)} and {link(archive)}"
         + (" (also linked under *Rerun and cite* on every page)." if linked else "."),
-        "Any page's notebook (the download button at the top of the page) runs after one install of the wheel:",
+        "Any page's notebook (the download button at the top of the page) runs after one install of the wheel "
+        "(with Jupyter or papermill to run it):",
         "",
         "```text",
-        f"pip install {wheel}",
+        f"pip install {wheel} jupyterlab",
         "jupyter lab 05_ladder.ipynb          # or: papermill 05_ladder.ipynb out.ipynb -p profile ci",
         "```",
         "",
