@@ -486,6 +486,20 @@ def test_page_has_one_folded_parameter_box_with_the_values_used(stem):
 
 @pytest.mark.book
 @pytest.mark.parametrize("stem", [s.stem for s in NOTEBOOKS])
+def test_rendered_page_shows_the_parameter_box_and_folded_code(stem):
+    """The HTML, not only the executed notebook: one "Parameters of this build" toggle, and a
+    "Show code" toggle for folded code (a PDF build's pages, with the code removed, must not leak in)."""
+    _html_files()
+    text = (HTML / "generated" / f"{stem}.html").read_text()
+    assert text.count("Parameters of this build") == 1, f"{stem}: no parameter box"
+    nb = json.loads((EXECUTED / f"{stem}.ipynb").read_text())
+    folded = [c for c in nb["cells"] if "hide-input" in c["metadata"].get("tags", [])
+              and "parameters" not in c["metadata"]["tags"]]
+    assert text.count("Show code") == len(folded), f"{stem}: {len(folded)} folded cells, toggles differ"
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("stem", [s.stem for s in NOTEBOOKS])
 def test_code_cells_are_folded_unless_the_code_is_the_point(stem):
     _executed()
     nb = json.loads((EXECUTED / f"{stem}.ipynb").read_text())
@@ -573,7 +587,7 @@ def test_old_module_and_banner_names_are_gone():
 
 
 # ---------------------------------------------------------------- the PDF (make pdf)
-PDF = ROOT / "build" / "site" / "ci" / "_build" / "latex" / "book.pdf"
+PDF = ROOT / "build" / "pdf" / "ci" / "_build" / "latex" / "book.pdf"
 
 
 @pytest.mark.pdf

@@ -32,8 +32,14 @@ class SiteError(RuntimeError):
     """The book could not be staged or rendered."""
 
 
-def site_dir(layout: Layout) -> Path:
-    return layout.root / "build" / "site" / layout.profile
+def site_dir(layout: Layout, builder: str = "html") -> Path:
+    """``build/site/<profile>`` for the HTML, ``build/pdf/<profile>`` for the PDF.
+
+    The two are staged apart: their pages differ (folded code is left out of print, the
+    landing page is one chapter there), and Sphinx would otherwise reuse one builder's
+    parsed pages for the other.
+    """
+    return layout.root / "build" / ("site" if builder == "html" else "pdf") / layout.profile
 
 
 def toc_notebooks(root: Path) -> list[str]:
@@ -43,7 +49,7 @@ def toc_notebooks(root: Path) -> list[str]:
 
 def stage(layout: Layout, builder: str) -> Path:
     """Copy and generate everything the book needs into ``build/site/<profile>``."""
-    root, site = layout.root, site_dir(layout)
+    root, site = layout.root, site_dir(layout, builder)
     missing = [n for n in notebook_names(root) if not (layout.executed / f"{n}.ipynb").exists()]
     if missing:
         raise SiteError(f"not executed in the {layout.profile} profile: {', '.join(missing)}")
@@ -89,6 +95,7 @@ def stage(layout: Layout, builder: str) -> Path:
         downloads.wheel_name(root), downloads.archive_name(commit), linked=builder == "html"))
     if builder == "pdf":
         _one_introduction_chapter(site / "intro.md")
+        config["sphinx"]["config"].pop("html_extra_path")  # MathJax and the downloads: HTML only
     (site / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return site
 
