@@ -48,7 +48,7 @@ def toc_notebooks(root: Path) -> list[str]:
 
 
 def stage(layout: Layout, builder: str) -> Path:
-    """Copy and generate everything the book needs into ``build/site/<profile>``."""
+    """Copy and generate everything the book needs into ``site_dir(layout, builder)``."""
     root, site = layout.root, site_dir(layout, builder)
     missing = [n for n in notebook_names(root) if not (layout.executed / f"{n}.ipynb").exists()]
     if missing:
