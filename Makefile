@@ -3,6 +3,7 @@
 #   make test            execute every notebook in the ci profile, render that book, run pytest
 #   make book PROFILE=ci|cpu|gpu     choose the parameter profile (params/<profile>/<notebook>.yaml)
 #   make notebook NB=01_definitions [PROFILE=ci]   execute one notebook
+#   make pdf [PROFILE=ci]  the whole book as one PDF (needs LaTeX: see the README)
 SHELL       := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 .DELETE_ON_ERROR:
@@ -20,26 +21,26 @@ MATHJAX_VERSION := 3.2.2
 TRITON_INTERPRET ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo 0 || echo 1)
 export TRITON_INTERPRET
 export HF_HUB_OFFLINE ?= 1
-# Never export MPLBACKEND=Agg: notebook kernels would lose their PNG formatter and glued
-# figures would silently become "<Figure ...>" text.
+# Never export MPLBACKEND=Agg: notebook kernels would lose their PNG formatter and figures
+# shown as cell outputs would silently become "<Figure ...>" text (cs.record_figure renders
+# its own SVG and PNG and does not depend on it).
 
 NB_NAMES  := $(sort $(basename $(notdir $(wildcard notebooks/*.md))))
 CHAPTERS  := $(filter-out 99_reproducibility,$(NB_NAMES))
 EXEC_DIR  := build/executed/$(PROFILE)
-RES_DIR   := build/results/$(PROFILE)
-SITE_DIR  := build/site/$(PROFILE)
-HTML_DIR  := $(SITE_DIR)/_build/html
 NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(NB_NAMES))
-LIB_SRC   := $(shell find src kernels -name '*.py' 2>/dev/null)
+# Every library file an executed notebook depends on; the driver's rendering modules are
+# not among them (they run on every `make html`).
+RENDER_SRC := $(addprefix src/critscale/bookbuild/,__main__.py appendix.py downloads.py site.py summaries.py)
+LIB_SRC   := $(filter-out $(RENDER_SRC),$(shell find src kernels -name '*.py' 2>/dev/null))
 GPU_DATA  := $(wildcard results/gpu/*)
 VENV_OK   := $(VENV)/.installed
 MATHJAX   := build/vendor/mathjax/tex-chtml.js
-BOOK_SRC  := $(shell find book -type f 2>/dev/null)
 
 .PHONY: help env lock notebooks notebook book html test pytest pdf bench gpu-results clean
 
 help:
-	@sed -n '2,6p' Makefile
+	@sed -n '2,7p' Makefile
 
 # ---------------------------------------------------------------- environment
 env: $(VENV_OK)
@@ -55,16 +56,23 @@ lock: $(VENV_OK)
 	$(BIN)/python -m pip freeze --exclude-editable | sed -E 's/\+cpu$$//' > constraints.txt
 
 # ---------------------------------------------------------------- notebooks
-# jupytext turns the MyST source into ipynb on stdout; papermill injects the profile's
-# parameters and executes it. A failing notebook leaves no output behind (.DELETE_ON_ERROR).
-$(EXEC_DIR)/%.ipynb: notebooks/%.md params/$(PROFILE)/%.yaml $(LIB_SRC) $(GPU_DATA) $(VENV_OK)
-	@mkdir -p $(@D) $(RES_DIR)
-	@rm -f $(RES_DIR)/$*.json
-	@echo "executing $* ($(PROFILE))"
-	$(BIN)/jupytext --quiet --to ipynb -o - $< \
-	  | CRITSCALE_NOTEBOOK=$* CRITSCALE_PROFILE=$(PROFILE) CRITSCALE_RESULTS_DIR=$(RES_DIR) \
-	    $(BIN)/papermill - $@ -f params/$(PROFILE)/$*.yaml -p profile $(PROFILE) \
-	      --cwd . -k python3 --log-level WARNING --no-progress-bar
+# The build driver (src/critscale/bookbuild) checks the parameter file against the notebook's
+# parameters cell, executes the notebook with papermill in a staging folder and moves its
+# outputs (executed notebook, results, figures) into place only when every cell ran: a
+# failing notebook prints its traceback and leaves nothing behind.
+DRIVER := $(BIN)/python -m critscale.bookbuild
+ifndef CRITSCALE_BUILD_SESSION
+CRITSCALE_BUILD_SESSION := $(shell date +%s)-$(shell echo $$PPID)
+endif
+export CRITSCALE_BUILD_SESSION
+GPU_OK := build/logs/gpu-records.ok
+
+$(GPU_OK): $(GPU_DATA) $(LIB_SRC) $(VENV_OK)
+	@$(DRIVER) check-gpu
+	@mkdir -p $(@D) && touch $@
+
+$(EXEC_DIR)/%.ipynb: notebooks/%.md params/$(PROFILE)/%.yaml $(LIB_SRC) $(GPU_DATA) $(GPU_OK) $(VENV_OK)
+	@$(DRIVER) notebook $* --profile $(PROFILE)
 
 # The reproducibility page reads every other executed notebook, so it runs last.
 $(EXEC_DIR)/99_reproducibility.ipynb: $(patsubst %,$(EXEC_DIR)/%.ipynb,$(CHAPTERS))
@@ -75,33 +83,29 @@ notebook: $(EXEC_DIR)/$(NB).ipynb
 
 # ---------------------------------------------------------------- book
 $(MATHJAX):
-	rm -rf build/npm build/vendor/mathjax && mkdir -p build/npm build/vendor
-	cd build/npm && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null && tar -xzf mathjax-$(MATHJAX_VERSION).tgz
-	cp -r build/npm/package/es5 build/vendor/mathjax
+	@rm -rf build/npm build/vendor/mathjax && mkdir -p build/npm build/vendor
+	@cd build/npm && npm pack --silent mathjax@$(MATHJAX_VERSION) >/dev/null && tar -xzf mathjax-$(MATHJAX_VERSION).tgz
+	@cp -r build/npm/package/es5 build/vendor/mathjax
 
-# The book is rendered from a staged copy (prose + executed notebooks of this profile),
-# so profiles never mix and the source tree holds no build products.
+# The book is rendered from a staged copy (prose, executed notebooks of this profile, the
+# theory brief as an appendix, the downloadable source archive and wheel), so profiles
+# never mix and the source tree holds no build products.
 html: notebooks $(MATHJAX)
-	rm -rf $(SITE_DIR)/generated && mkdir -p $(SITE_DIR)/generated $(SITE_DIR)/_vendor
-	cp -r book/. $(SITE_DIR)/
-	cp $(NB_OUT) $(SITE_DIR)/generated/
-	rm -rf $(SITE_DIR)/_vendor/mathjax && cp -r build/vendor/mathjax $(SITE_DIR)/_vendor/mathjax
-	$(BIN)/jupyter-book build -W -n --keep-going $(SITE_DIR)
-	@echo "book: $(HTML_DIR)/index.html"
+	@$(DRIVER) html --profile $(PROFILE)
 
 book: html
 
-pdf: notebooks   # needs: apt-get install --no-install-recommends texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended tex-gyre latexmk
-	rm -rf $(SITE_DIR)/generated && mkdir -p $(SITE_DIR)/generated
-	cp -r book/. $(SITE_DIR)/ && cp $(NB_OUT) $(SITE_DIR)/generated/
-	$(BIN)/jupyter-book build $(SITE_DIR) --builder pdflatex
-	@echo "pdf: $(SITE_DIR)/_build/latex/book.pdf"
+# The whole book as one PDF (LaTeX). System packages, once:
+#   apt-get install --no-install-recommends texlive-latex-recommended texlive-latex-extra \
+#     texlive-fonts-recommended tex-gyre latexmk
+pdf: notebooks
+	@$(DRIVER) pdf --profile $(PROFILE)
 
 # ---------------------------------------------------------------- tests
 # `make test` proves the main job works: the whole book in the ci profile, then pytest
 # (which also reads the ci results and the rendered HTML).
 test: $(VENV_OK)
-	$(MAKE) html PROFILE=ci
+	@$(MAKE) --no-print-directory html PROFILE=ci
 	$(BIN)/python -m pytest -q
 
 pytest: $(VENV_OK)

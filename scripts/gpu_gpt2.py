@@ -106,7 +106,6 @@ def main(argv=None) -> int:
     from critscale.gpt2.corpus import build_corpus, byte_tokens
     from critscale.gpt2.train import TrainConfig, cache_key, train_model
     from critscale.models.load import ByteTokenizer, LoadedModel, quiet_transformers
-    from critscale.record import _json_safe, plain
 
     quiet_transformers()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -177,6 +176,8 @@ def main(argv=None) -> int:
         "corpus": {"source": corpus.source, "sha256": corpus.sha256, "description": corpus.describe()},
         **results,
     }
+    from critscale.pagedata import _json_safe, plain
+
     (out / f"{RESULT_NAME}.json").write_text(json.dumps(_json_safe(plain(result)), indent=1))
     (out / f"{RESULT_NAME}_summary.txt").write_text("\n\n".join(summaries) + "\n")
     print(f"wrote {out / (RESULT_NAME + '.json')} ({result['provenance']['wall_time_s']:.0f} s wall)")

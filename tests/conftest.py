@@ -28,7 +28,7 @@ def ci_results():
     """
 
     def load(notebook: str) -> dict:
-        from critscale.record import load_results
+        from critscale.pagedata import load_results
 
         path = CI_RESULTS / f"{notebook}.json"
         if not path.exists():

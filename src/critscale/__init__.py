@@ -69,8 +69,8 @@ from .gaps import accumulation_scale, gap_counts, in_units, legendre_transform, 
 from .softmax import SoftmaxStats, softmax_stats
 from .roots import beta_at_entropy, beta_at_max_weight
 from . import bounds, crossover, families, fitting, keys, limits, montecarlo, profiles, rules
-from .record import record, record_figure
-from . import plotting, provenance, recorded
+from .pagedata import record, record_figure
+from . import gpu_records, plotting, provenance, tables
 
 __version__ = "0.1.0"
 
@@ -82,6 +82,7 @@ __all__ = [
     "crossover",
     "families",
     "fitting",
+    "gpu_records",
     "gap_counts",
     "in_units",
     "keys",
@@ -93,9 +94,9 @@ __all__ = [
     "provenance",
     "record",
     "record_figure",
-    "recorded",
     "rules",
     "softmax_stats",
     "sorted_gaps",
+    "tables",
     "SoftmaxStats",
 ]

@@ -1,9 +1,16 @@
-"""One look for every figure of the book: a seaborn theme and one colour per family.
+"""One look for every figure of the book: a theme, one colour per family, readable text.
 
 ``setup()`` is called once per notebook; ``FAMILY_COLORS`` maps a family name of
-``critscale.families`` to its colour in every chapter; ``stamp`` writes the run's
-facts (n, rows, seeds, profile) into the figure itself, so a figure copied out of the
-book still says how it was made.
+``critscale.families`` to its colour in every chapter, drawn from the colour-blind-safe
+palettes of Okabe & Ito and of Paul Tol (distinct hues, no light/dark pairs);
+``FAMILY_MARKERS`` gives the families of one extreme-value domain one marker, so a plot
+of many families stays legible without colour.  ``stamp`` writes the run's facts
+(profile, n, rows, seeds) into the figure itself, so a figure copied out of the book
+still says how it was made.
+
+Text sizes are stated at page width: a figure ``w`` inches wide is shown at most
+``PAGE_WIDTH_IN`` inches wide, so its text appears scaled by ``min(1, PAGE_WIDTH_IN / w)``;
+``MIN_TEXT_PT`` is the smallest size a reader must be able to read.
 """
 
 from __future__ import annotations
@@ -11,40 +18,73 @@ from __future__ import annotations
 import matplotlib as mpl
 import seaborn as sns
 
-_PALETTE = sns.color_palette("tab20", 20)
+PAGE_WIDTH_IN = 7.0  # the text width of the HTML column and of the PDF page
+MIN_TEXT_PT = 9.0
 
-# One colour per family, fixed across chapters (domains share hue families:
-# Gumbel = blues/greens/oranges, Weibull = purples/browns, step = reds, Fréchet = greys).
-FAMILY_COLORS = {
-    "gauss": _PALETTE[0],
-    "ptail1": _PALETTE[1],
-    "ptail3": _PALETTE[2],
-    "logexp": _PALETTE[4],
-    "edge": _PALETTE[3],
-    "unif": _PALETTE[8],
-    "sphere3": _PALETTE[9],
-    "sphere5": _PALETTE[10],
-    "sphere9": _PALETTE[11],
-    "planted": _PALETTE[6],
-    "simplex": _PALETTE[7],
-    "planted_shrink": _PALETTE[12],
-    "pareto1": _PALETTE[14],
-    "pareto2": _PALETTE[15],
+# Okabe & Ito (2008) and Paul Tol's "muted" scheme: both designed to stay distinct for
+# the common colour-vision deficiencies.
+_OKABE_ITO = {"blue": "#0072B2", "orange": "#E69F00", "green": "#009E73", "vermillion": "#D55E00",
+              "purple": "#CC79A7", "sky": "#56B4E9", "yellow": "#F0E442"}
+_TOL_MUTED = {"indigo": "#332288", "cyan": "#88CCEE", "teal": "#44AA99", "olive": "#999933",
+              "sand": "#DDCC77", "rose": "#CC6677", "wine": "#882255", "grape": "#AA4499"}
+
+# One colour per family (an RGB tuple), fixed across chapters; within a domain the hues differ.
+_FAMILY_HEX = {
+    # Gumbel domain
+    "gauss": _OKABE_ITO["blue"],
+    "ptail1": _OKABE_ITO["purple"],
+    "ptail3": _OKABE_ITO["green"],
+    "logexp": _OKABE_ITO["orange"],
+    "edge": _OKABE_ITO["vermillion"],
+    # Weibull domain
+    "unif": _OKABE_ITO["sky"],
+    "sphere3": _TOL_MUTED["wine"],
+    "sphere5": _TOL_MUTED["olive"],
+    "sphere9": _TOL_MUTED["teal"],
+    # a step above a bulk
+    "planted": _TOL_MUTED["indigo"],
+    "simplex": _TOL_MUTED["sand"],
+    "planted_shrink": _TOL_MUTED["rose"],
+    # Fréchet domain
+    "pareto1": _TOL_MUTED["grape"],
+    "pareto2": "#777777",
 }
+FAMILY_COLORS = {name: mpl.colors.to_rgb(hex_code) for name, hex_code in _FAMILY_HEX.items()}
+FAMILY_MARKERS = {"gauss": "o", "ptail1": "o", "ptail3": "o", "logexp": "o", "edge": "o",
+                  "unif": "s", "sphere3": "s", "sphere5": "s", "sphere9": "s",
+                  "planted": "^", "simplex": "^", "planted_shrink": "^",
+                  "pareto1": "D", "pareto2": "D"}
 
 LIMIT_COLOR = "black"  # theoretical limit curves
 
 
 def setup() -> None:
-    """The book's theme: white grid, readable fonts, figures sized for a page column."""
-    sns.set_theme(style="whitegrid", context="notebook", font_scale=0.9)
+    """The book's theme: white grid, text readable at page width, tables with 4 digits."""
+    sns.set_theme(style="whitegrid", context="notebook")
     mpl.rcParams.update({
-        "figure.figsize": (7.0, 3.6),
-        "figure.dpi": 110,
-        "axes.titlesize": "medium",
-        "legend.fontsize": "small",
+        "figure.figsize": (PAGE_WIDTH_IN, 3.6),
+        "figure.dpi": 100,
+        "font.size": 10.5,
+        "axes.titlesize": 11,
+        "axes.labelsize": 10.5,
+        "xtick.labelsize": 9.5,
+        "ytick.labelsize": 9.5,
+        "legend.fontsize": 9.5,
+        "legend.title_fontsize": 9.5,
         "legend.frameon": False,
+        "axes.prop_cycle": mpl.cycler(color=list(_OKABE_ITO.values())),
+        "svg.fonttype": "path",
     })
+    _table_display()
+
+
+def _table_display() -> None:
+    """DataFrames printed in a cell show 4 significant digits, never ``4.957600e+00``."""
+    import pandas as pd
+
+    from .tables import format_number
+
+    pd.set_option("display.float_format", lambda v: format_number(v, plain=True))
 
 
 def color(family: str):
@@ -55,15 +95,61 @@ def color(family: str):
         raise KeyError(f"no colour for family {family!r}; known: {sorted(FAMILY_COLORS)}") from None
 
 
+def marker(family: str) -> str:
+    """The marker of the family's extreme-value domain (``KeyError`` names unknown families)."""
+    try:
+        return FAMILY_MARKERS[family]
+    except KeyError:
+        raise KeyError(f"no marker for family {family!r}; known: {sorted(FAMILY_MARKERS)}") from None
+
+
+def page_scale(fig) -> float:
+    """Factor by which the figure's text shrinks when it is shown at page width."""
+    width = fig.get_size_inches()[0]
+    return min(1.0, PAGE_WIDTH_IN / width)
+
+
+def min_text_size_at_page_width(fig) -> float:
+    """The smallest visible text of ``fig`` in points, as shown at page width."""
+    import matplotlib.text
+
+    sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
+             if t.get_visible() and t.get_text().strip()]
+    return (min(sizes) if sizes else MIN_TEXT_PT) * page_scale(fig)
+
+
+def _value(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    return str(v)
+
+
 def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None = None) -> None:
-    """Write the run's facts in small type under the axes of ``fig``."""
+    """Write the run's facts below the axes of ``fig``, at ``MIN_TEXT_PT`` at page width.
+
+    ``seeds`` is the seed of the run or the seed list of ``numpy.random.default_rng``;
+    its symbolic entries are the row's coordinates: ``f`` the family's index in
+    ``critscale.families.STANDARD``, ``n`` the row length (for example ``[12697, f, n]``).
+    The text sits under the figure's bottom edge (saved figures are cropped to their
+    content), wrapped to the figure's width, so it never covers an axis label.
+    """
     parts = [f"profile {profile}"]
     if n is not None:
-        parts.append(f"n = {n}")
+        parts.append(f"n = {_value(n)}")
     if rows is not None:
-        parts.append(f"rows = {rows}")
+        parts.append(f"rows = {_value(rows)}")
     if seeds is not None:
-        parts.append(f"seeds {seeds}")
+        parts.append(f"seeds {_value(seeds)}")
     if extra:
         parts.append(extra)
-    fig.text(0.99, 0.005, " · ".join(parts), ha="right", va="bottom", fontsize=7, color="0.35")
+    size = MIN_TEXT_PT / page_scale(fig)
+    per_line = max(20, int(fig.get_size_inches()[0] * 72 / (0.55 * size)))
+    lines, line = [], ""
+    for part in parts:
+        candidate = f"{line} · {part}" if line else part
+        if line and len(candidate) > per_line:
+            lines.append(line)
+            candidate = part
+        line = candidate
+    lines.append(line)
+    fig.text(0.99, -0.01, "\n".join(lines), ha="right", va="top", fontsize=size, color="0.3")

@@ -1,7 +1,7 @@
 """Where and how a page was computed: profile, commit, date, device, package versions.
 
-Every generated page starts with ``banner(profile)``; the reproducibility page
-collects the same facts for all notebooks from their results files.
+Every generated page starts with ``show_page_provenance(profile)``; the reproducibility
+page collects the same facts for all notebooks from their results files.
 """
 
 from __future__ import annotations
@@ -75,11 +75,14 @@ def collect(profile: str) -> dict:
     }
 
 
-def banner(profile: str) -> dict:
-    """Display the provenance note at the top of a page and store it in the results file."""
+def show_page_provenance(profile: str) -> dict:
+    """Display the note at the top of a page saying where and how it was computed.
+
+    The same facts are stored in the page's results file (section ``meta``).
+    """
     from IPython.display import Markdown, display
 
-    from .record import _store
+    from .pagedata import _store
 
     facts = collect(profile)
     _store("provenance", facts, section="meta")

@@ -114,7 +114,7 @@ def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = Tru
         path = out / "rows.csv.gz"
         diag.rows.to_csv(path, index=False)
         written.append(path)
-    from critscale.record import _json_safe, plain
+    from critscale.pagedata import _json_safe, plain
 
     summary = {**diag.meta, "law_counts": law_counts(diag), "regime_counts": regime_counts(diag),
                "sink_heads": int(diag.heads["sink"].sum()), "run": record}

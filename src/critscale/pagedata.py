@@ -1,18 +1,23 @@
-"""Numbers and figures reach the book's prose only through this module.
+"""Numbers, tables and figures reach the book's pages only through this module.
 
 ``record(key, value)`` glues ``value`` into the executing notebook (so the page can
-write ``{glue:text}`key:.3f``) and stores it in the notebook's results file
-``$CRITSCALE_RESULTS_DIR/<notebook>.json``, which the tests read.  ``record_figure``
-glues a matplotlib figure as a PNG image and saves the PNG next to the results.
+write ``{glue:text}`key:.3f```) and stores it in the notebook's results file
+``$CRITSCALE_RESULTS_DIR/<notebook>.json``, which the tests read.  A pandas DataFrame
+is glued as a publication table (``critscale.tables``: significant digits, math in
+headers and cells, no index), in a form that both the HTML and the LaTeX builders
+typeset.  ``record_figure`` glues a matplotlib figure as SVG (HTML) plus a 200-dpi PNG
+(PDF) and saves both beside the results.
 
-The Makefile sets ``CRITSCALE_NOTEBOOK`` (the notebook's stem) and
-``CRITSCALE_RESULTS_DIR`` (``build/results/<profile>``) for every papermill run.
-Outside the Makefile (an interactive session) results go to
-``build/results/interactive/interactive.json``.
+The build driver (``python -m critscale.bookbuild notebook``) sets ``CRITSCALE_NOTEBOOK``
+(the notebook's stem) and points ``CRITSCALE_RESULTS_DIR`` at a staging folder that is
+moved into ``build/results/<profile>`` only when the notebook succeeds.  Outside the
+build (an interactive session, a downloaded notebook) results go to
+``build/results/interactive/interactive.json`` under the working directory.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -23,6 +28,8 @@ from typing import Any
 import numpy as np
 
 GLUE_PREFIX = "application/papermill.record/"  # the mime prefix myst-nb's glue reads
+FIGURE_DPI = 200  # print resolution of the PNG (the PDF uses it; the HTML uses the SVG)
+SVG_MAX_BYTES = 1_500_000  # larger SVGs (dense scatter plots) are replaced by the PNG alone
 
 
 def _notebook_name() -> str:
@@ -30,7 +37,7 @@ def _notebook_name() -> str:
 
 
 def results_dir() -> Path:
-    """Folder that receives ``<notebook>.json`` and the figures' PNG files."""
+    """Folder that receives ``<notebook>.json`` and ``figures/<notebook>/``."""
     default = Path("build") / "results" / "interactive"
     return Path(os.environ.get("CRITSCALE_RESULTS_DIR", default))
 
@@ -57,10 +64,14 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a pandas DataFrame
+    if _is_dataframe(value):
         return {"columns": [str(c) for c in value.columns],
                 "records": plain(value.to_dict(orient="records"))}
     return value
+
+
+def _is_dataframe(value: Any) -> bool:
+    return hasattr(value, "to_dict") and hasattr(value, "columns")
 
 
 def _json_safe(value: Any) -> Any:
@@ -83,12 +94,17 @@ def _store(key: str, value: Any, section: str = "values") -> None:
     path.write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
-def glue(key: str, obj: Any, display: bool = False) -> None:
-    """Store ``obj``'s display data under ``key`` in the cell output (myst-nb's glue format)."""
+def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None) -> None:
+    """Store display data under ``key`` in the cell output (myst-nb's glue format).
+
+    ``bundle`` (mime type -> data) replaces IPython's own formatting of ``obj``.
+    """
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 
-    bundle, metadata = format_display_data(obj)
+    metadata: dict = {}
+    if bundle is None:
+        bundle, metadata = format_display_data(obj)
     prefix = "" if display else GLUE_PREFIX
     ipy_display(
         {prefix + k: v for k, v in bundle.items()},
@@ -98,39 +114,54 @@ def glue(key: str, obj: Any, display: bool = False) -> None:
     )
 
 
-def record(key: str, value: Any, display: bool = False) -> None:
+def record(key: str, value: Any, display: bool = False, digits: int = 4) -> None:
     """Glue ``value`` into the page under ``key`` and write it to the results file.
 
     Returns nothing, so a cell that ends with ``record(...)`` prints nothing.
-    A pandas DataFrame is glued as its HTML table (no row index) and stored as records.
+    A pandas DataFrame is glued as a publication table (``critscale.tables.table_bundle``:
+    ``digits`` significant digits, ``\\(...\\)`` typeset as math, no row index) and stored
+    in full as records.
     """
     value_plain = plain(value)
-    if hasattr(value, "to_html"):  # a table: glued as HTML without the row index
-        from IPython.display import HTML
+    if _is_dataframe(value):
+        from .tables import table_bundle
 
-        # Floats shown to 5 significant digits (the results file keeps them in full); the
-        # mathjax_process wrapper lets MathJax typeset \( ... \) inside the cells.
-        table_html = value.to_html(index=False, border=0, classes="dataframe",
-                                   float_format=lambda v: f"{v:.5g}")
-        glue(key, HTML(f'<div class="mathjax_process">{table_html}</div>'), display=display)
+        glue(key, value, display=display, bundle=table_bundle(value, digits=digits))
     else:
         glue(key, value_plain, display=display)
     _store(key, value_plain)
 
 
 def record_figure(key: str, fig, close: bool = True) -> None:
-    """Glue a matplotlib figure as a PNG image and save the PNG beside the results.
+    """Glue a matplotlib figure (SVG and a 200-dpi PNG) and save both beside the results.
 
-    The kernel must keep IPython's inline backend (never ``MPLBACKEND=Agg``):
-    otherwise the figure would be glued as ``<Figure ...>`` text.
+    The HTML shows the SVG (or the PNG when the SVG exceeds ``SVG_MAX_BYTES``), the PDF
+    the PNG.  The smallest text of the figure at page width is stored too
+    (``figure_text_pt``), so the tests can hold every figure to a readable size.
     """
+    import io
+
     import matplotlib.pyplot as plt
 
-    png_path = results_dir() / "figures" / _notebook_name() / f"{key}.png"
-    png_path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(png_path, dpi=110, bbox_inches="tight")
-    glue(key, fig, display=False)
-    _store(key, str(png_path), section="figures")
+    from .plotting import min_text_size_at_page_width
+
+    folder = results_dir() / "figures" / _notebook_name()
+    folder.mkdir(parents=True, exist_ok=True)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=FIGURE_DPI, bbox_inches="tight", facecolor="white")
+    (folder / f"{key}.png").write_bytes(png.getvalue())
+    svg = io.BytesIO()
+    fig.savefig(svg, format="svg", bbox_inches="tight", facecolor="white", metadata={"Date": None})
+    bundle = {"image/png": base64.b64encode(png.getvalue()).decode("ascii"),
+              "text/plain": repr(fig)}
+    files = {"png": f"figures/{_notebook_name()}/{key}.png"}
+    if len(svg.getvalue()) <= SVG_MAX_BYTES:
+        (folder / f"{key}.svg").write_bytes(svg.getvalue())
+        bundle["image/svg+xml"] = svg.getvalue().decode("utf-8")
+        files["svg"] = f"figures/{_notebook_name()}/{key}.svg"
+    glue(key, fig, display=False, bundle=bundle)
+    _store(key, files, section="figures")
+    _store(key, round(min_text_size_at_page_width(fig), 2), section="figure_text_pt")
     if close:
         plt.close(fig)
 

@@ -1,0 +1,11 @@
+"""The book's build driver: ``python -m critscale.bookbuild <command>`` (the Makefile calls it).
+
+- ``notebook NAME --profile P``: check the parameter file against the notebook's
+  parameters cell (``params``), execute the notebook with papermill in a staging folder,
+  shape the executed page for readers (``pages``) and move everything into place only
+  when it succeeded (``notebook``);
+- ``check-gpu``: validate every recorded GPU result (``critscale.gpu_records``);
+- ``html`` / ``pdf --profile P``: stage the book (prose, executed notebooks, the theory
+  brief as an appendix, the landing page's key results, the downloadable source and
+  wheel) and render it with jupyter-book, quietly (``site``).
+"""

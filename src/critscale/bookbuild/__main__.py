@@ -1,0 +1,107 @@
+"""Command line of the build driver (see ``critscale.bookbuild``); the Makefile is its caller.
+
+Exit status: 0 on success, 1 when a notebook or jupyter-book fails (with the traceback
+or the warnings), 2 on bad input (a parameter file, a recorded GPU result), with one
+line naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from ..gpu_records import GpuRecordError, commit_in_history, validate_all
+from . import downloads, site
+from .notebook import Layout, execute, notebook_names
+from .params import ParameterError
+
+
+def _session_log(layout: Layout) -> Path | None:
+    session = os.environ.get("CRITSCALE_BUILD_SESSION")
+    return layout.logs / f"session-{session}.tsv" if session else None
+
+
+def run_notebook(layout: Layout, name: str) -> int:
+    names = notebook_names(layout.root)
+    if name not in names:
+        print(f"error: no notebook notebooks/{name}.md", file=sys.stderr)
+        return 2
+    label = f"[{names.index(name) + 1:2d}/{len(names)}] {name:<28} {layout.profile}"
+    print(label, end="", flush=True)
+    try:
+        seconds = execute(layout, name)
+    except ParameterError as err:
+        print(f"\nerror: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # a failing cell: papermill's error carries the cell's traceback
+        print("  FAILED", flush=True)
+        text = str(err) if type(err).__name__ == "PapermillExecutionError" else traceback.format_exc()
+        print(text, file=sys.stderr)
+        return 1
+    print(f"  {seconds:6.1f} s", flush=True)
+    log = _session_log(layout)
+    if log:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as out:
+            out.write(f"{name}\t{seconds:.1f}\n")
+    return 0
+
+
+def summary(layout: Layout, output: Path, started: float) -> str:
+    """The last lines of a build: notebooks run, their time, where the book is."""
+    log = _session_log(layout)
+    runs = []
+    if log and log.exists():
+        runs = [line.split("\t") for line in log.read_text().splitlines() if line]
+        log.unlink()
+    executed = sum(float(seconds) for _, seconds in runs)
+    total = len(notebook_names(layout.root))
+    return (f"{len(runs)} of {total} notebooks executed ({executed:.0f} s; the others were up to date), "
+            f"rendering {time.perf_counter() - started:.0f} s\n"
+            f"book ({layout.profile} profile): {output.relative_to(layout.root)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m critscale.bookbuild", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    nb = sub.add_parser("notebook", help="execute one notebook")
+    nb.add_argument("name")
+    sub.add_parser("check-gpu", help="validate every results/gpu/*.json")
+    sub.add_parser("html", help="stage and render the HTML book")
+    sub.add_parser("pdf", help="stage and render the PDF book")
+    sub.add_parser("version", help="print the companion's version")
+    for p in sub.choices.values():
+        p.add_argument("--profile", default=os.environ.get("PROFILE", "cpu"))
+    args = parser.parse_args(argv)
+    layout = Layout(args.profile)
+    if args.command == "notebook":
+        return run_notebook(layout, args.name)
+    if args.command == "version":
+        print(downloads.version(layout.root))
+        return 0
+    if args.command == "check-gpu":
+        try:
+            validate_all(layout.root / "results" / "gpu")
+        except GpuRecordError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        if commit_in_history("HEAD") is None:
+            print("note: no full git history here (a source archive or a shallow clone): the commits of "
+                  "results/gpu/ were checked for their form only", file=sys.stderr)
+        return 0
+    started = time.perf_counter()
+    try:
+        output = site.render(layout, args.command)
+    except (site.SiteError, downloads.DownloadError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(summary(layout, output, started))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

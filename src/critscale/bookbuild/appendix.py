@@ -1,0 +1,117 @@
+"""The theory brief (``docs/theory.md``, the single source) as the book's appendix.
+
+``render(text)`` turns the brief into the body of the appendix page:
+
+- its opening note (addressed to the book's authors) and its title are dropped; the
+  appendix page ``book/theory_brief.md`` has its own title and preface;
+- every numbered section gets a label, ``brief-<number>`` (``## 5.1 ...`` ->
+  ``(brief-5-1)=``; the brief's appendices A and B become sections ``A`` and ``B``,
+  ``brief-a`` and ``brief-b``), which the chapters cite as
+  ``{ref}`appendix §5.1 <brief-5-1>``` and the brief itself as ``§5.1``;
+- every result the brief numbers ("Theorem 6", "Cor. 4–5", "Lemma 0") becomes a link to
+  the book's statement of it (``BRIEF_RESULTS``), so book and appendix share one
+  numbering: the book's;
+- each item of the brief's proposed theorem list (``**T-0.``, ..., ``**P-13.``) links
+  to the chapter that carries it out (``ITEM_CHAPTERS``);
+- a display formula ``$$...$$`` written on a line inside a paragraph becomes a block of
+  its own (MyST typesets it only then).
+
+A numbered result without a statement in the book is an error: the appendix would
+otherwise show a number from a second numbering.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (kind, the brief's number) -> the label of the book's statement
+BRIEF_RESULTS = {
+    ("lemma", 0): "lem-01-laplace",
+    ("lemma", 1): "lem-02-lambda-zero",
+    ("theorem", 1): "thm-02-sandwich",
+    ("theorem", 2): "thm-03-collapse",
+    ("theorem", 3): "thm-03-spreading",
+    ("corollary", 4): "cor-04-critical-scale",
+    ("corollary", 5): "cor-04-brackets",
+    ("theorem", 6): "thm-06-gumbel",
+    ("theorem", 7): "thm-07-weibull",
+    ("theorem", 8): "thm-08-planted",
+    ("proposition", 9): "prop-09-legendre",
+}
+ITEM_CHAPTERS = {
+    "T-0": "ch-definitions", "T-1": "ch-definitions", "T-2": "ch-free-energy",
+    "T-3": "ch-collapse-spreading", "T-4": "ch-collapse-spreading",
+    "C-5": "ch-critical-temperatures", "T-6": "ch-gumbel-window", "T-7": "ch-weibull-window",
+    "T-8": "ch-planted-window", "T-9": "ch-ladder", "P-10": "ch-legendre-entropy",
+    "P-11": "ch-rescaling-rules", "P-12": "ch-dimension-crossover", "P-13": "ch-gpt2-attention",
+}
+
+RESULT = re.compile(r"\b(Theorems?|Thm\.?|Lemmas?|Corollar(?:y|ies)|Cor\.|Prop(?:osition)?s?\.?)"
+                    r"\s+(\d+)(?:\s*[–-]\s*(\d+))?")
+SECTION_HEADING = re.compile(r"^(#{2,4}) (?:Appendix )?(\d+(?:\.\d+)*|[A-Z])\.? (.*)$")
+SECTION_REF = re.compile(r"(?<!§)§(\d+(?:\.\d+)*)")
+ITEM = re.compile(r"^\*\*((?:T|C|P)-\d+)\.(.*?)\*\*")
+FENCE = re.compile(r"^(```|~~~)")
+DISPLAY_MATH = re.compile(r"^\$\$.*\$\$\s*$")
+
+
+class BriefError(ValueError):
+    """The brief cites something the book cannot link to."""
+
+
+def label(number: str) -> str:
+    return "brief-" + number.lower().replace(".", "-")
+
+
+def _kind(word: str) -> str:
+    return {"th": "theorem", "le": "lemma", "co": "corollary", "pr": "proposition"}[word[:2].lower()]
+
+
+def _result_links(match: re.Match) -> str:
+    kind = _kind(match.group(1))
+    first = int(match.group(2))
+    last = int(match.group(3) or first)
+    refs = []
+    for number in range(first, last + 1):
+        target = BRIEF_RESULTS.get((kind, number))
+        if target is None:
+            raise BriefError(f"docs/theory.md cites {kind} {number}, which has no statement in the "
+                             "book (critscale.bookbuild.appendix.BRIEF_RESULTS)")
+        refs.append(f"{{prf:ref}}`{target}`")
+    return refs[0] if len(refs) == 1 else ", ".join(refs[:-1]) + " and " + refs[-1]
+
+
+def render(text: str) -> str:
+    """The appendix body (see the module docstring)."""
+    lines = text.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("# "))
+    lines = lines[start + 1:]
+    sections = {m.group(2) for line in lines if (m := SECTION_HEADING.match(line))}
+    out, in_code = [], False
+    for line in lines:
+        if FENCE.match(line):
+            in_code = not in_code
+            out.append(line)
+            continue
+        if in_code:
+            out.append(line)
+            continue
+        heading = SECTION_HEADING.match(line)
+        if heading:
+            hashes, number, title = heading.groups()
+            title = RESULT.sub(_result_links, title)
+            out += [f"({label(number)})=", f"{hashes} {number}{'' if '.' in number else '.'} {title}"]
+            continue
+        line = RESULT.sub(_result_links, line)
+        line = SECTION_REF.sub(
+            lambda m: f"{{ref}}`§{m.group(1)} <{label(m.group(1))}>`" if m.group(1) in sections
+            else m.group(0), line)
+        item = ITEM.match(line)
+        if item:
+            chapter = ITEM_CHAPTERS[item.group(1)]
+            line = line[:item.end()] + f" (chapter: {{ref}}`{chapter}`)" + line[item.end():]
+        if DISPLAY_MATH.match(line):  # MyST reads $$...$$ as display math only as its own block
+            out += ["", line, ""]
+            continue
+        out.append(line)
+    return "\n".join(out)

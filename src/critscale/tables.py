@@ -1,0 +1,111 @@
+"""Publication tables: a DataFrame as the book prints it, in HTML and in the PDF.
+
+``table_bundle(df)`` is the display data that ``cs.record(key, df)`` glues for a table:
+
+- ``text/markdown``: a MyST table that jupyter-book turns into a real table in both the
+  HTML (MathJax typesets the math) and the LaTeX/PDF output;
+- ``text/plain``: the same cells as aligned text, for consoles.
+
+Cells and headers follow one convention: ``\\(...\\)`` marks math (written as ``$...$``
+in the markdown), numbers show ``digits`` significant digits with no exponent notation
+(tiny and huge values as ``a \\times 10^{k}``), the row index is never shown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+
+MATH = re.compile(r"\\\((.+?)\\\)")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|$#])")
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def format_number(value: Any, digits: int = 4, plain: bool = False) -> str:
+    """A number as a table shows it: ``digits`` significant digits, never ``e+00`` notation.
+
+    Integers print in full; floats between ``1e-3`` and ``10**digits`` print in fixed
+    notation (``4.958``, ``0.01234``, ``1235``), others as ``\\(1.23 \\times 10^{-5}\\)``,
+    or with ``plain`` (text outputs, no math) as ``1.23×10⁻⁵``.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, Integral):
+        return str(int(value))
+    value = float(value)
+    if math.isnan(value):
+        return "n/a"
+    if math.isinf(value):
+        if plain:
+            return "∞" if value > 0 else "-∞"
+        return r"\(\infty\)" if value > 0 else r"\(-\infty\)"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if 1e-3 <= magnitude < 10**digits:
+        exponent = math.floor(math.log10(magnitude))
+        decimals = max(digits - 1 - exponent, 0)
+        text = f"{value:.{decimals}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    if plain:
+        return f"{mantissa}×10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+    return rf"\({mantissa} \times 10^{{{int(exponent)}}}\)"
+
+
+def format_cell(value: Any, digits: int = 4, plain: bool = False) -> str:
+    """A cell's text: numbers through ``format_number``, everything else as ``str``."""
+    if isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str):
+        return format_number(value, digits, plain)
+    if value is None:
+        return "n/a"
+    return str(value)
+
+
+def _markdown_text(text: str) -> str:
+    """Markdown for one cell: ``\\(..\\)`` becomes ``$..$``, everything else escaped."""
+    parts, last = [], 0
+    for match in MATH.finditer(text):
+        parts.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[last:match.start()]))
+        parts.append(f"${match.group(1)}$")
+        last = match.end()
+    parts.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[last:]))
+    return "".join(parts).replace("\n", " ")
+
+
+def _plain_text(text: str) -> str:
+    return MATH.sub(lambda m: m.group(1), text)
+
+
+def _is_numeric(column) -> bool:
+    return column.dtype.kind in "iufb"
+
+
+def to_markdown(df, digits: int = 4) -> str:
+    """The table as MyST markdown (numeric columns right-aligned, no index)."""
+    header = [_markdown_text(str(c)) for c in df.columns]
+    align = ["---:" if _is_numeric(df[c]) else ":---" for c in df.columns]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_markdown_text(format_cell(v, digits)) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_plain(df, digits: int = 4) -> str:
+    """The table as aligned text (math delimiters dropped), for consoles."""
+    cells = [[_plain_text(str(c)) for c in df.columns]]
+    cells += [[_plain_text(format_cell(v, digits, plain=True)) for v in row] for row in df.itertuples(index=False)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
+
+
+def table_bundle(df, digits: int = 4) -> dict[str, str]:
+    """Display data of a publication table (see the module docstring)."""
+    return {"text/markdown": to_markdown(df, digits), "text/plain": to_plain(df, digits)}

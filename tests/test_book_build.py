@@ -1,0 +1,311 @@
+"""Tests of the book's build driver (critscale.bookbuild) and of the page-data helpers it relies on:
+parameter checks, staged notebook runs, GPU record validation, the parameter box, code
+folding, publication tables, figures, the downloadable wheel and source archive."""
+
+from __future__ import annotations
+
+import copy
+import os
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+
+from critscale import gpu_records, tables
+from critscale.bookbuild import appendix, downloads, pages, params, summaries
+from critscale.bookbuild.notebook import Layout, execute, outputs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NOTEBOOK_HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A test page
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+profile = "cpu"   # the profile
+rows = 4          # rows
+scale = 1.5
+fail = False
+```
+
+```{code-cell} ipython3
+import matplotlib.pyplot as plt
+import critscale as cs
+
+cs.record("rows_seen", rows)
+fig, ax = plt.subplots()
+ax.plot([0, 1], [0, scale])
+cs.record_figure("line_fig", fig)
+if fail:
+    raise RuntimeError("this cell fails on purpose")
+```
+"""
+
+
+def _layout(tmp_path: Path, values: str) -> Layout:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "x.md").write_text(NOTEBOOK_HEADER)
+    (tmp_path / "params" / "ci").mkdir(parents=True)
+    (tmp_path / "params" / "ci" / "x.yaml").write_text(values)
+    return Layout("ci", root=tmp_path)
+
+
+# ---------------------------------------------------------------- parameter files (issue 14.9)
+def test_unknown_parameter_fails_the_build_naming_the_key(tmp_path):
+    """papermill alone runs `rowz: 16` with the default and exits 0; the driver must refuse it."""
+    layout = _layout(tmp_path, "rowz: 16\n")
+    with pytest.raises(params.ParameterError, match="unknown parameter 'rowz'"):
+        execute(layout, "x")
+    assert not any(p.exists() for p in outputs(layout, "x"))
+
+
+@pytest.mark.parametrize("values, key", [("rows: 4.5\n", "rows"), ("rows: true\n", "rows"),
+                                          ("scale: '1.5'\n", "scale"), ("fail: 1\n", "fail")])
+def test_wrongly_typed_parameter_fails_naming_the_key(tmp_path, values, key):
+    """A float for an int (``n: 1024.7``), a bool for an int, a string for a float, an int for a bool."""
+    layout = _layout(tmp_path, values)
+    with pytest.raises(params.ParameterError, match=f"parameter '{key}' is"):
+        execute(layout, "x")
+
+
+def test_parameter_types_accept_what_the_defaults_allow():
+    known = params.defaults('a = 2**10\nb = 0.5\nc = [2, 16, "n"]\nd = None\n')
+    assert known == {"a": 1024, "b": 0.5, "c": [2, 16, "n"], "d": None}
+    params.check({"a": 4, "b": 3, "c": [4, "n"], "d": "anything"}, known, "f.yaml")
+    with pytest.raises(params.ParameterError, match="parameter 'c'"):
+        params.check({"c": [1.5]}, known, "f.yaml")
+
+
+def test_every_params_file_of_the_project_fits_its_notebook():
+    """Each params/<profile>/<nb>.yaml passes the driver's check (the build would refuse it)."""
+    from critscale.bookbuild.notebook import checked_parameters, read_source
+
+    for source in sorted((ROOT / "notebooks").glob("*.md")):
+        nb = read_source(source)
+        for profile in ("ci", "cpu", "gpu"):
+            checked_parameters(Layout(profile, root=ROOT), source.stem, nb)
+
+
+# ---------------------------------------------------------------- staged runs (issue 14.8)
+def test_failed_notebook_leaves_nothing_behind(tmp_path):
+    """Before the staging folder, a raising cell left the results JSON and the figure behind."""
+    layout = _layout(tmp_path, "fail: true\n")
+    with pytest.raises(Exception, match="this cell fails on purpose"):
+        execute(layout, "x")
+    assert not any(p.exists() for p in outputs(layout, "x"))
+    assert not layout.staging("x").exists()
+
+
+def test_successful_run_is_quiet_and_puts_every_output_in_place(tmp_path):
+    """One line on stdout (index, name, profile, time), nothing on stderr: no papermill
+    'not specified with any extension' and no ipykernel 'running over TCP' warning."""
+    layout = _layout(tmp_path, "rows: 7\n")
+    run = subprocess.run([sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "", run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].split()[:4] == ["[", "1/1]", "x", "ci"], lines
+    results = json.loads((layout.results / "x.json").read_text())
+    assert results["values"]["rows_seen"] == 7
+    assert (layout.results / results["figures"]["line_fig"]["png"]).exists()
+    assert (layout.executed / "x.ipynb").exists() and not layout.staging("x").exists()
+
+
+# ---------------------------------------------------------------- the parameter box and folding
+def _executed_like():
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["papermill"] = {"parameters": {"profile": "ci", "rows": 8}}
+    nb.cells = [
+        nbformat.v4.new_code_cell('profile = "cpu"  # set by make\nrows = 64  # rows\nseed = [1,\n  2]'),
+        nbformat.v4.new_code_cell('# Parameters\nprofile = "ci"\nrows = 8\n'),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("y = 2"),
+        nbformat.v4.new_code_cell("z = 3"),
+    ]
+    nb.cells[0].metadata["tags"] = ["parameters"]
+    nb.cells[1].metadata["tags"] = ["injected-parameters"]
+    nb.cells[3].metadata["tags"] = ["remove-input"]
+    nb.cells[4].metadata["tags"] = ["show-input"]
+    return nb
+
+
+def test_one_folded_parameter_box_with_this_builds_values():
+    """papermill leaves two parameter cells; the page must show one, with the injected values."""
+    nb = _executed_like()
+    pages.merge_parameters(nb, "params/ci/x.yaml")
+    params_cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params_cells) == 1 and not any("injected-parameters" in c.metadata.get("tags", [])
+                                              for c in nb.cells)
+    cell = params_cells[0]
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    assert (namespace["profile"], namespace["rows"], namespace["seed"]) == ("ci", 8, [1, 2])
+    assert "# rows" in cell.source and "hide-input" in cell.metadata["tags"]
+
+
+def test_code_is_folded_except_where_shown_on_purpose():
+    nb = _executed_like()
+    pages.merge_parameters(nb, "params/ci/x.yaml")
+    assert pages.fold_code(nb) == 1
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    assert "hide-input" in tags[1] and tags[2] == ["remove-input"] and tags[3] == ["show-input"]
+    shown = _executed_like()
+    shown.metadata["critscale"] = {"fold_code": False}
+    assert pages.fold_code(shown) == 0
+
+
+# ---------------------------------------------------------------- GPU records (issue 14.10)
+@pytest.fixture
+def gpu_record():
+    return json.loads((ROOT / "results" / "gpu" / "kernels_run.json").read_text())
+
+
+def test_committed_gpu_records_pass_the_schema():
+    names = gpu_records.validate_all(ROOT / "results" / "gpu")
+    assert names, "no recorded GPU result found"
+
+
+@pytest.mark.parametrize("field, value", [
+    ("device", "my laptop"), ("date_utc", "yesterday"), ("date_utc", "2999-01-01T00:00:00Z"),
+    ("commit", "none"), ("commit", "0123456789ab"), ("versions", {}), ("wall_time_s", -1)])
+def test_invalid_gpu_record_is_refused_naming_the_field(gpu_record, field, value):
+    """Before the schema, {'device': 'my laptop', 'date_utc': 'yesterday', 'commit': 'none'} rendered."""
+    bad = copy.deepcopy(gpu_record)
+    bad["provenance"][field] = value
+    with pytest.raises(gpu_records.GpuRecordError, match=f"field '{field}'"):
+        gpu_records.validate(bad, "results/gpu/x.json")
+
+
+def test_invalid_gpu_record_fails_the_build_with_one_line(tmp_path, gpu_record):
+    bad = copy.deepcopy(gpu_record)
+    del bad["provenance"]["versions"]
+    (tmp_path / "results" / "gpu").mkdir(parents=True)
+    (tmp_path / "results" / "gpu" / "bad.json").write_text(json.dumps(bad))
+    run = subprocess.run([sys.executable, "-m", "critscale.bookbuild", "check-gpu"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == ["error: results/gpu/bad.json: provenance field 'versions' is missing"]
+
+
+# ---------------------------------------------------------------- publication tables
+@pytest.mark.parametrize("value, text", [
+    (4.9576, "4.958"), (0.012346, "0.01235"), (1234.56, "1235"), (12345.6, r"\(1.235 \times 10^{4}\)"),
+    (2.5e-7, r"\(2.5 \times 10^{-7}\)"), (3, "3"), (np.int64(40), "40"), (float("inf"), r"\(\infty\)"),
+    (float("nan"), "n/a"), (True, "yes"), (0.0, "0"), (-0.5, "-0.5")])
+def test_numbers_print_with_significant_digits_never_exponent_notation(value, text):
+    """pandas printed 4.957600e+00 in the ladder table."""
+    assert tables.format_number(value) == text
+
+
+def test_table_markdown_has_math_headers_no_index_and_escapes_text():
+    df = pd.DataFrame({r"law \(\sqrt{2\log n}\)": ["a|b", "x_1"], "value": [4.9576, 1e-9]}, index=[5, 6])
+    md = tables.to_markdown(df)
+    header, align, *rows = md.strip().split("\n")
+    assert header == r"| law $\sqrt{2\log n}$ | value |"
+    assert align == "| :--- | ---: |"
+    assert rows == [r"| a\|b | 4.958 |", r"| x\_1 | $1 \times 10^{-9}$ |"]
+    assert "5" not in md.split("\n", 2)[2].split("|")[1], "the index must not be printed"
+
+
+# ---------------------------------------------------------------- summaries and appendix
+def test_summary_box_convention_catches_each_broken_field():
+    good = ("# T\n\n:::{admonition} In short\n:class: chapter-summary\n\nClaim\n: It holds.\n\n"
+            "Status\n: proved\n\nKey number\n: {glue:text}`k:.2f`\n\nFigure\n: {numref}`fig-x`\n:::\n\n"
+            "## Section\n\n```{glue:figure} f\n:name: fig-x\n\nCaption.\n```\n")
+    assert summaries.problems(good, "t") == []
+    broken = {"Status\n: proved": "Status\n: certain", "It holds.": "It holds. And more.",
+              "{glue:text}`k:.2f`": "3.14", "{numref}`fig-x`": "{numref}`fig-y`"}
+    for old, new in broken.items():
+        assert summaries.problems(good.replace(old, new), "t"), f"{new!r} was accepted"
+    assert summaries.cross_page("{glue:text}`k:.2f`", "t") == "{glue:text}`generated/t.ipynb::k:.2f`"
+    assert summaries.cross_page("{glue:text}`k`", "t") == "{glue:text}`generated/t.ipynb::k:`"
+
+
+def test_appendix_links_every_numbered_result_of_the_brief():
+    """One numbering: no 'Theorem 6' of the brief may survive into the rendered appendix."""
+    body = appendix.render((ROOT / "docs" / "theory.md").read_text())
+    prose = "\n".join(line for line in body.split("\n") if not line.startswith("(brief-"))
+    assert not appendix.RESULT.search(prose.replace("{prf:ref}", "")), appendix.RESULT.search(prose)
+    assert "How to use this brief" not in body
+    assert "(brief-5-1)=" in body and "(brief-b)=" in body
+    with pytest.raises(appendix.BriefError, match="theorem 12"):
+        appendix.render("# T\n\nBy Theorem 12.\n")
+
+
+# ---------------------------------------------------------------- rerun and cite
+def test_wheel_installs_and_imports_and_the_archive_holds_the_notebooks(tmp_path):
+    """The book links these two files; a reader installs the wheel with pip and runs a notebook."""
+    from critscale.provenance import git_commit
+
+    archive = downloads.source_archive(ROOT, git_commit(), tmp_path / "downloads")
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("/notebooks/05_ladder.md") for n in names)
+    assert any(n.endswith("/src/critscale/pagedata.py") for n in names)
+    wheel = downloads.wheel(archive, tmp_path / "downloads")
+    assert wheel.name == downloads.wheel_name(ROOT)
+    target = tmp_path / "target"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                    str(wheel)], check=True)
+    probe = subprocess.run([sys.executable, "-c", "import critscale, critscale.kernels, critscale.bookbuild;"
+                            "print(critscale.__file__, critscale.__version__)"],
+                           cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin",
+                                              "TRITON_INTERPRET": "1"},
+                           capture_output=True, text=True)
+    assert probe.returncode == 0, probe.stderr
+    location, version = probe.stdout.split()
+    assert location.startswith(str(target)), "critscale was not imported from the wheel"
+    assert version == downloads.version(ROOT)
+
+
+@pytest.mark.book
+def test_a_downloaded_notebook_runs_with_only_the_books_wheel(tmp_path):
+    """The landing page promises that a page's notebook runs after installing the linked wheel:
+    run the executed 01_definitions.ipynb outside the repository, critscale from the wheel."""
+    import papermill
+
+    html = ROOT / "build" / "site" / "ci" / "_build" / "html"
+    wheels = sorted((html / "downloads").glob("critscale-*.whl"))
+    executed = ROOT / "build" / "executed" / "ci" / "01_definitions.ipynb"
+    if not wheels or not executed.exists():
+        pytest.skip("the ci book is not built: run `make test`")
+    target = tmp_path / "site-packages"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                    str(wheels[0])], check=True)
+    work = tmp_path / "reader"
+    work.mkdir()
+    env_keys = ("PYTHONPATH", "CRITSCALE_ROOT", "CRITSCALE_RESULTS_DIR", "CRITSCALE_NOTEBOOK")
+    saved = {k: os.environ.get(k) for k in env_keys}
+    os.environ["PYTHONPATH"] = str(target)
+    for key in env_keys[1:]:
+        os.environ.pop(key, None)
+    try:
+        nb = papermill.execute_notebook(str(executed), str(work / "out.ipynb"), cwd=str(work),
+                                        kernel_name="python3", progress_bar=False,
+                                        parameters={"n": 256, "rows": 4, "n_figure": 256})
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert (work / "build" / "results" / "interactive" / "interactive.json").exists()
