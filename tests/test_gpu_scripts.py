@@ -106,20 +106,20 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
     glued = {}
     bench = json.loads((smoke / "kernels_bench.json").read_text())
 
-    class Recorded:  # the page's view of results/gpu, pointed at the smoke run
+    class GpuRecords:  # the page's view of results/gpu, pointed at the smoke run
         @staticmethod
         def load(name):
             path = smoke / f"{name}.json"
             return json.loads(path.read_text()) if path.exists() else None
 
         @staticmethod
-        def banner(data, what):
+        def show_gpu_record_note(data, what):
             pass
 
     import critscale as cs_real
     from types import SimpleNamespace
 
-    cs = SimpleNamespace(recorded=Recorded, record=lambda k, v: glued.__setitem__(k, v),
+    cs = SimpleNamespace(gpu_records=GpuRecords, record=lambda k, v: glued.__setitem__(k, v),
                          record_figure=lambda k, fig: glued.__setitem__(k, fig), plotting=cs_real.plotting)
     import math
 
@@ -226,11 +226,12 @@ def test_make_renders_the_gpu_profile_from_recorded_notebooks_without_a_gpu():
                               text=True, timeout=120).stdout
 
     gpu = dry("notebooks", "PROFILE=gpu", "GPU_BOOK_DIR=build/none")
-    assert "papermill" not in gpu
+    assert "critscale.bookbuild notebook" not in gpu
     names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
     assert all(f"build/none/executed/{nb}.ipynb build/executed/gpu/{nb}.ipynb" in gpu for nb in names)
-    assert "papermill" in dry("notebook", "NB=01_definitions", "PROFILE=cpu", "-B")
-    assert "papermill" in dry("notebook", "NB=01_definitions", "PROFILE=gpu", "GPU_BOOK=execute", "-B")
+    assert "critscale.bookbuild notebook 01_definitions" in dry("notebook", "NB=01_definitions", "PROFILE=cpu", "-B")
+    assert "critscale.bookbuild notebook 01_definitions" in dry("notebook", "NB=01_definitions", "PROFILE=gpu",
+                                                                "GPU_BOOK=execute", "-B")
 
 
 def _staged_book(tmp_path: Path, *, drop: str | None = None, status: str = "ok", text: str = "{}") -> Path:
