@@ -75,6 +75,35 @@ def test_free_energy_bounds():
                           critscale.legendre_transform(rows, 0.5 * beta) + np.log(1 / (1 - 0.5)))
 
 
+def test_sandwich_width_bound():
+    """cor-02-width on every row at many beta and theta; attained by the step row (one top, n - 1 entries at
+    gap g) at beta = log n / g, where the slips (1-theta)^2 log n, theta (1-theta) log n and log 1/(1-theta)
+    alone (an O(1) width) fall short of the width; theta = 1 - 1/log n gives exactly 1 + log log n."""
+    for scores in ROWS:
+        n = scores.shape[-1]
+        kappa = critscale.accumulation_scale(scores)
+        for x in (0.05, 0.3, 1.0, 3.0):
+            beta = x * kappa[0]
+            lam = critscale.legendre_transform(scores, beta)
+            for theta in (0.25, 0.5, 0.9, 1 - 1 / math.log(n)):
+                width = bounds.free_energy_bounds(scores, beta, theta=theta).upper - lam
+                assert holds(width, bounds.sandwich_width_bound(n, theta, lam))
+                assert holds(bounds.sandwich_width_bound(n, theta, lam), bounds.sandwich_width_bound(n, theta))
+    for n in (16, 1024, 2**20):
+        g = 0.7
+        step = np.concatenate([[0.0], -g * np.ones(n - 1)])  # (n,)
+        beta = math.log(n) / g
+        for theta in (0.25, 0.5, 0.9):
+            width = bounds.free_energy_bounds(step, beta, theta=theta).upper - critscale.legendre_transform(step, beta)
+            assert width == pytest.approx(bounds.sandwich_width_bound(n, theta), rel=1e-12)
+            for slip in ((1 - theta) ** 2 * math.log(n), theta * (1 - theta) * math.log(n), 0.0):
+                assert width > slip + math.log(1 / (1 - theta)) + 0.01
+    for n in (16, 1024, 2**20):
+        assert bounds.sandwich_width_bound(n, 1 - 1 / math.log(n)) == pytest.approx(1 + math.log(math.log(n)))
+    with pytest.raises(ValueError, match="theta"):
+        bounds.sandwich_width_bound(16, 1.0)
+
+
 def test_collapse_bounds():
     """thm-03-collapse on every row; on ZIPF the slips kappa/beta, kappa/(2 beta) and item 2 without its second term fail."""
     x = np.array([1.01, 1.5, 2.5, 4.0, 10.0, 100.0, 1e4])

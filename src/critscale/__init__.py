@@ -30,6 +30,7 @@ lem-02-lambda-zero       02    legendre_transform                  test_gaps.py:
                                bounds.spreading_bounds             test_bounds.py::test_spreading_bounds_reproduce_chapter_03_and_lemma1
 thm-02-sandwich          02    bounds.free_energy_bounds           test_bounds.py::test_free_energy_bounds
                                                                    test_properties.py::test_theorem1_free_energy_sandwich
+cor-02-width             02    bounds.sandwich_width_bound         test_bounds.py::test_sandwich_width_bound
 thm-03-collapse          03    bounds.collapse_bounds              test_bounds.py::test_collapse_bounds
                                                                    test_properties.py::test_theorem2_supercritical_collapse
 thm-03-spreading         03    bounds.spreading_bounds             test_bounds.py::test_spreading_bounds

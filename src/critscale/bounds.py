@@ -7,6 +7,7 @@ row of every family.  Labels are those of the book's ``prf`` directives.
 result (book label)         theory.md                      function
 ==========================  =============================  ============================================
 ``thm-02-sandwich``         Theorem 1 (§3.2)               :func:`free_energy_bounds`
+``cor-02-width``            (book only)                    :func:`sandwich_width_bound`
 ``thm-03-collapse``         Theorem 2 (§3.2)               :func:`collapse_bounds`
 ``thm-03-spreading``        Theorem 3 (§3.2)               :func:`spreading_bounds`
 ``cor-03-dispersion``       Theorem 3, special case K = n  :func:`dispersion_bounds`
@@ -40,6 +41,7 @@ from .gaps import legendre_transform
 __all__ = [
     "FreeEnergyBounds",
     "free_energy_bounds",
+    "sandwich_width_bound",
     "CollapseBounds",
     "collapse_bounds",
     "SpreadingBounds",
@@ -118,6 +120,51 @@ def free_energy_bounds(scores: Any, beta: Any, theta: float = 0.5) -> FreeEnergy
     lower = legendre_transform(scores, betas)
     upper = legendre_transform(scores, theta * betas) + np.log(1.0 / (1.0 - theta))
     return FreeEnergyBounds(lower=lower, upper=upper)
+
+
+def sandwich_width_bound(n: Any, theta: Any, lam: Any = 0.0) -> Any:
+    """Width of the free-energy sandwich, ``cor-02-width`` (chapter 02; a corollary of ``thm-02-sandwich``).
+
+    For every row of ``n`` entries, every :math:`\\beta \\ge 0` and :math:`0 < \\theta < 1`,
+
+    .. math::
+
+        \\Bigl[\\Lambda(\\theta\\beta) + \\log\\frac{1}{1-\\theta}\\Bigr] - \\Lambda(\\beta)
+        \\ \\le\\ (1-\\theta)\\bigl(\\log n - \\Lambda(\\beta)\\bigr) + \\log\\frac{1}{1-\\theta}
+        \\ \\le\\ (1-\\theta)\\log n + \\log\\frac{1}{1-\\theta},
+
+    by convexity of :math:`\\Lambda` and :math:`\\Lambda(0) = \\log n`.  The first bound is attained by the
+    row with one maximum and ``n - 1`` entries at a common gap ``g``, at :math:`\\beta = \\log n/g`: at fixed
+    :math:`\\theta` the sandwich does not pin :math:`\\log Z` to :math:`O(1)` uniformly in ``n``.  With
+    :math:`\\theta = 1 - 1/\\log n`, the minimiser of the last bound, the width is at most
+    :math:`1 + \\log\\log n`.
+
+    Parameters
+    ----------
+    n:
+        the number of entries of each row (``>= 2``), a scalar or an array.
+    theta:
+        numbers in ``(0, 1)``.
+    lam:
+        :math:`\\Lambda(\\beta)` of the row (:func:`critscale.legendre_transform`), ``0 <= lam <= log n``;
+        the default 0 gives the row-independent bound.  All three broadcast together.
+
+    Returns
+    -------
+    The bound in nats, a float or an array of the broadcast shape.
+
+    Test: ``tests/test_bounds.py::test_sandwich_width_bound`` (holds on every family row at many
+    :math:`\\beta` and :math:`\\theta`; equals the width of the step row at :math:`\\beta = \\log n/g`, so
+    the slips :math:`(1-\\theta)^2\\log n`, :math:`\\theta(1-\\theta)\\log n` or a bound without the
+    :math:`\\log n` term fail, and :math:`\\theta = 1 - 1/\\log n` gives exactly :math:`1 + \\log\\log n`).
+    """
+    n = as_real(n, "n", minimum=2)
+    theta = as_real(theta, "theta", minimum=0, strict=True)
+    if not np.all(theta < 1):
+        raise ValueError(f"theta must be in (0, 1), got {theta}")
+    lam = as_real(lam, "lam", minimum=0)
+    n, theta, lam = _broadcast(n, theta, lam)
+    return scalar_or_array((1.0 - theta) * (np.log(n) - lam) + np.log(1.0 / (1.0 - theta)))
 
 
 class CollapseBounds(NamedTuple):
