@@ -13,90 +13,9 @@ import numpy as np
 import pytest
 from scipy import special, stats
 
-NB09 = "09_legendre_entropy"
 NB10 = "10_rescaling_rules"
 NB11 = "11_dimension_crossover"
 
-GUMBEL_FAMILIES = ["gauss", "ptail3", "logexp", "edge"]
-GAP_C = [0.25, 0.5, 0.75]  # the c values the notebook records (params gap_c / legendre_c)
-# Proposition 9 limits, written out independently of the notebook
-LIMITS = {
-    "gauss": lambda c: 1 - c**2,
-    "ptail3": lambda c: 1 - c**1.5,
-    "logexp": lambda c: 1 - c,
-    "edge": lambda c: 1 - math.sqrt(c),
-}
-
-
-# --------------------------------------------------------------------------------------------
-# 09: Legendre / microcanonical entropy (heuristic, P-10)
-# --------------------------------------------------------------------------------------------
-
-def test_09_exact_inequalities_hold(ci_results):
-    v = ci_results(NB09)["values"]
-    # Theorem 1 sandwich and H >= log Z are exact; the notebook counts violations with a 1e-9 slack.
-    assert v["legendre_violations"] == 0
-    assert v["legendre_rows_checked"] > 0
-    # Lambda(beta) recomputed at the independently located maximiser: identical arithmetic up to rounding.
-    assert v["legendre_consistency_max_abs"] < 1e-9
-
-
-@pytest.mark.parametrize("family", GUMBEL_FAMILIES)
-@pytest.mark.parametrize("c", GAP_C)
-def test_09_limit_curves_are_the_proposition(ci_results, family, c):
-    v = ci_results(NB09)["values"]
-    # exact arithmetic: the notebook's limit table against the closed forms above
-    assert v[f"limit_{family}_c{c:g}"] == pytest.approx(LIMITS[family](c), abs=1e-12)
-
-
-@pytest.mark.parametrize("family", GUMBEL_FAMILIES)
-@pytest.mark.parametrize("c", GAP_C)
-def test_09_slow_monotone_approach_from_above(ci_results, family, c):
-    v = ci_results(NB09)["values"]
-    tag = f"{family}_c{c:g}"
-    sem_lo, sem_hi = v[f"h_sem_{tag}_lo"], v[f"h_sem_{tag}_hi"]
-    gap_lo, gap_hi = v[f"gap_{tag}_lo"], v[f"gap_{tag}_hi"]
-    # Consistency of the recorded numbers (exact): gap = mean H/log n - limit.
-    assert gap_hi == pytest.approx(v[f"h_{tag}_hi"] - v[f"limit_{tag}"], abs=1e-12)
-    # Monotone approach: the gap shrinks from the smallest to the largest n by more than 3 combined
-    # standard errors (independent rows at the two lengths; one-sided 3 sigma ~ 0.1% false alarms).
-    assert gap_lo - gap_hi > 3 * math.hypot(sem_lo, sem_hi)
-    assert v[f"gap_shrink_z_{tag}"] > 3
-    # Logarithmically slow: at the largest simulated n the mean is still above its limit by more
-    # than 3 standard errors (the heuristic predicts O(loglog n / log n) corrections from above).
-    assert gap_hi > 3 * sem_hi
-    # ...and the gap has not even halved while log n grew by the recorded factor (at most 2 in every
-    # profile).  A correction proportional to 1/log n would leave 1/log_n_ratio >= 1/2 of it, a
-    # loglog n / log n correction more; a power of n would have closed it.
-    assert 1 < v["log_n_ratio"] <= 2
-    assert v[f"gap_ratio_{tag}"] > 0.5
-
-
-@pytest.mark.parametrize("family", GUMBEL_FAMILIES)
-@pytest.mark.parametrize("c", GAP_C)
-def test_09_free_energy_offset_is_bounded(ci_results, family, c):
-    v = ci_results(NB09)["values"]
-    tag = f"{family}_c{c:g}"
-    for side in ("lo", "hi"):
-        offset = v[f"freeenergy_offset_{tag}_{side}"]
-        # (log Z - Lambda)/log n >= 0 exactly (Theorem 1) and <= (Lambda(beta/2) - Lambda(beta) + log 2)/log n,
-        # which is below 1 + log 2 / log n since 0 <= Lambda <= log n.
-        assert offset >= 0
-        assert offset <= 1.0 + math.log(2) / math.log(v["n_min"])
-
-
-# Deep in the subcritical phase only: near c = 1 the number of competitors at t_beta is no longer
-# large and the Laplace step of the heuristic degrades (the notebook says so); there the ci data
-# do not resolve a shrinking offset.
-@pytest.mark.parametrize("family", GUMBEL_FAMILIES)
-@pytest.mark.parametrize("c", [0.25, 0.5])
-def test_09_free_energy_offset_shrinks_relative_to_log_n(ci_results, family, c):
-    v = ci_results(NB09)["values"]
-    tag = f"{family}_c{c:g}"
-    lo, hi = v[f"freeenergy_offset_{tag}_lo"], v[f"freeenergy_offset_{tag}_hi"]
-    s_lo, s_hi = v[f"freeenergy_offset_sem_{tag}_lo"], v[f"freeenergy_offset_sem_{tag}_hi"]
-    # O(1) offsets: relative to log n they shrink; 3 combined standard errors (independent rows).
-    assert lo - hi > 3 * math.hypot(s_lo, s_hi)
 
 
 # --------------------------------------------------------------------------------------------
