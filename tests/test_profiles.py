@@ -108,3 +108,101 @@ def test_profile_is_the_legendre_point_of_the_smooth_gap_count(name, tolerance):
             p = 2.0 if name == "gauss" else 3.0
             for wrong in (c ** (p - 1), c ** ((p - 1) / p)):
                 assert abs(measured - (1 - wrong)) > 0.05
+
+
+def _mp_annealed(name, n, beta, wrong_density=False):
+    """Entropy and free-energy offset of the annealed profile by mpmath quadrature (25 digits), from the
+    density and survival function written out here; wrong_density drops the hazard factor psi' of the
+    density psi' e^{-psi} (a plausible slip).
+
+    The Gibbs weight density(x) e^{beta x} peaks where the hazard equals beta (found by mpmath's root
+    finder); it is integrated over a finite window around that level whose ends carry less than e^{-50}
+    of it (the Gaussian tilted law is N(beta, 1); the others decay at least like e^{-50 sqrt(beta)}).
+    """
+    mpmath = pytest.importorskip("mpmath")
+    mp = mpmath.mp
+    mp.dps = 25
+    beta = mp.mpf(beta)
+    if name == "gauss":
+        log_sf = lambda x: mp.log(mp.ncdf(-x))  # noqa: E731
+        density = (lambda x: mp.exp(-x**2 / 2)) if wrong_density else mp.npdf
+        start = beta
+    elif name.startswith("ptail"):
+        q = mp.mpf(name[len("ptail"):])
+        log_sf = lambda x: -x**q  # noqa: E731
+        density = (lambda x: mp.exp(-x**q)) if wrong_density else (lambda x: q * x**(q - 1) * mp.exp(-x**q))
+        start = (beta / q) ** (1 / (q - 1))
+    elif name == "logexp":
+        log_sf = lambda x: -mp.exp(x)  # noqa: E731
+        density = (lambda x: mp.exp(-mp.exp(x))) if wrong_density else (lambda x: mp.exp(x - mp.exp(x)))
+        start = mp.log(beta)
+    else:  # edge: scores -1/E, survival exp(-1/u) at -u
+        log_sf = lambda x: 1 / x  # noqa: E731
+        density = (lambda x: mp.exp(1 / x)) if wrong_density else (lambda x: mp.exp(1 / x) / x**2)
+        start = -1 / mp.sqrt(beta)
+    root = mp.findroot(lambda x: mp.diff(log_sf, x) + beta, start)  # hazard(root) = beta
+    if name.startswith("ptail"):
+        window = (mp.mpf(0), root + 60 / mp.sqrt(q * (q - 1) * root ** (q - 2)) + 5)
+    else:
+        window = {"gauss": (root - 15, root + 15), "logexp": (root - 60, root + 6), "edge": (50 * root, root / 50)}[name]
+    shift = beta * root + log_sf(root)  # the supremum of beta x + log sf(x)
+    weight = lambda x: density(x) * mp.exp(beta * x - shift)  # noqa: E731
+    points = [window[0], root, window[1]]
+    m0 = mp.quad(weight, points)
+    m1 = mp.quad(lambda x: x * weight(x), points)
+    log_m = mp.log(m0) + shift
+    return float(mp.log(n) + log_m - beta * m1 / m0), float(log_m - shift)
+
+
+@pytest.mark.parametrize("name", ["gauss", "ptail3", "ptail1.5", "logexp", "edge"])
+def test_annealed_profile_against_quadrature(name):
+    """H_ann = log n + log M - beta M'/M and D = log M - sup_x [beta x + log sf(x)] against mpmath quadrature of
+    the densities written out above, below, at and above the critical scale of n = 2^12; the density without its
+    hazard factor (e^{-psi} for psi' e^{-psi}) is off by more than 0.1 nats."""
+    n = 2.0**12
+    kappa_bar = families.get(name).kappa_bar(n)
+    beta = np.array([0.25, 0.5, 0.75, 1.5]) * kappa_bar
+    got = profiles.annealed_profile(name, n, beta)
+    for j, b in enumerate(beta):
+        entropy, offset = _mp_annealed(name, n, b)
+        # float64 evaluation of closed forms and scipy quadrature at relative accuracy 1e-13 against 30 digits
+        assert got.entropy[j] == pytest.approx(entropy, rel=1e-10, abs=1e-10)
+        assert got.free_energy_offset[j] == pytest.approx(offset, rel=1e-10, abs=1e-10)
+        wrong_entropy, wrong_offset = _mp_annealed(name, n, b, wrong_density=True)
+        assert abs(wrong_entropy - entropy) + abs(wrong_offset - offset) > 0.1
+    zero = profiles.annealed_profile(name, [2.0, n], 0.0)
+    assert np.array_equal(zero.entropy, np.log([2.0, n])) and np.array_equal(zero.free_energy_offset, [0.0, 0.0])
+
+
+@pytest.mark.parametrize("name,a", [("gauss", None), ("ptail3", 0.5), ("logexp", 0.5), ("edge", 0.5)])
+def test_annealed_profile_expansions(name, a):
+    """At beta = c kappa_bar_n the remainders r_H = H_ann - l(c) log n - a log log n (a = c^2/2 for Gaussian rows,
+    1/2 for the others; l = entropy_profile_limit) and r_D = D - log log n / 2 converge as n grows: they move by
+    less than 0.05 from log n = 200 to 700.  The allowance is the size of the first neglected terms of the
+    Laplace expansion there (1/beta^2 <= 0.04 for Gaussian rows at c = 1/4, 1/beta <= 0.04 for the others).  A
+    coefficient a - 1/2 or a + 1/2 (or a log log n coefficient of D of 0 or 1) moves the remainder by
+    log(700/200)/2 = 0.63."""
+    family = families.get(name)
+    for c in (0.25, 0.5, 0.75):
+        coefficient = c**2 / 2 if a is None else a
+        remainders = []
+        for log_n in (200.0, 700.0):
+            n = math.exp(log_n)
+            got = profiles.annealed_profile(family, n, c * family.kappa_bar(n))
+            r_h = got.entropy - profiles.entropy_profile_limit(family, c) * log_n - coefficient * math.log(log_n)
+            remainders.append((r_h, got.free_energy_offset - 0.5 * math.log(log_n)))
+        (h_200, d_200), (h_700, d_700) = remainders
+        assert abs(h_700 - h_200) < 0.05 and abs(d_700 - d_200) < 0.05
+
+
+def test_annealed_profile_gaussian_is_the_rem_entropy_and_refuses_other_families():
+    """Gaussian rows: H_ann = log n - beta^2/2 exactly (the random energy model); families without a derived
+    profile are refused with a ValueError naming them."""
+    beta = np.linspace(0.0, 6.0, 13)
+    got = profiles.annealed_profile("gauss", 2.0**20, beta)
+    np.testing.assert_allclose(got.entropy, 20 * math.log(2) - beta**2 / 2, rtol=0, atol=1e-12)
+    for name in ("planted", "unif", "sphere5", "ptail1", "pareto2"):
+        with pytest.raises(ValueError, match=name):
+            profiles.annealed_profile(name, 1024, 1.0)
+    with pytest.raises(ValueError, match="beta"):
+        profiles.annealed_profile("gauss", 1024, -1.0)

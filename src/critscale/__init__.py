@@ -58,6 +58,8 @@ thm-08-planted           08    families.planted                    test_families
 prop-09-legendre         09    profiles.entropy_profile_limit      test_profiles.py::test_entropy_profile_limit
                                profiles.legendre_point             test_profiles.py::test_profile_is_the_legendre_point_of_the_smooth_gap_count
                                                                    test_profiles.py::test_legendre_point_against_brute_force
+                               profiles.annealed_profile           test_profiles.py::test_annealed_profile_against_quadrature
+                                                                   test_profiles.py::test_annealed_profile_expansions
 prop-10-rules            10    rules.su_mean_field_entropy         test_limits_rules.py::test_su_mean_field_entropy_on_step_rows
                                rules.drift                         test_limits_rules.py::test_rules_audit_numbers_of_theory
                                rules.loglog_exponent               test_limits_rules.py::test_loglog_exponent_of_known_laws
