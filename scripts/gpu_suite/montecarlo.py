@@ -4,6 +4,10 @@ For the families of theory.md §5, at ``n = 2^20, 2^24, 2^26``: ``E sum p^2`` an
 ``beta = c kappa_bar(n)`` on a grid of ``c`` (means and standard errors over rows), medians of
 ``kappa / kappa_bar`` and ``kappa_16 / kappa_bar`` bracketed from the gap counts, and a per-row fp32
 resolution guard.  Chapter 6 overlays the ``n = 2^24`` curves on its CPU Monte-Carlo.
+
+The rows come from the sampled kernel's generator; its version (:data:`critscale.kernels.GENERATOR_VERSION`,
+which changes whenever the same seed gives other rows) is written into the setup, into every result and
+into every CSV line, so that a record made by another version of the generator is never mistaken for this one.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ def one_family(name: str, fam_idx: int, n: int, rows: int, c: np.ndarray, x_grid
     coll = res.collision.double().cpu().numpy()  # (rows, nc)
     ent = res.entropy.double().cpu().numpy()
     secs = time.time() - t0
+    if res.notes.get("generator") != sampled.GENERATOR_VERSION:
+        raise RuntimeError(f"{name}: the kernel reports generator {res.notes.get('generator')!r}, "
+                           f"critscale.kernels.sampled.GENERATOR_VERSION is {sampled.GENERATOR_VERSION!r}")
     lo16, hi16 = kappa_bounds(res.counts, x_grid / kb, res.n_valid, res.delta2, res.range, res.m0, K=16)
     lo2, hi2 = res.kappa_lower.cpu().numpy(), res.kappa_upper.cpu().numpy()
     # fp32 resolution guard: ulp of the fp32 top score (as the kernel holds it) times kappa_bar
@@ -47,6 +54,7 @@ def one_family(name: str, fam_idx: int, n: int, rows: int, c: np.ndarray, x_grid
     ratio = sampled.fp32_gap_ratio(res.top.double().cpu().numpy(), shift, kb)
     unresolved = np.nonzero(ratio >= sampled.FP32_GAP_LIMIT)[0]
     return {"family": name, "n": n, "log2_n": int(round(math.log2(n))), "rows": rows, "seed": seed,
+            "generator_version": sampled.GENERATOR_VERSION,
             "kappa_bar": kb, "c": c.tolist(),
             "mean_collision": coll.mean(0).tolist(), "se_collision": (coll.std(0, ddof=1) / math.sqrt(rows)).tolist(),
             "mean_entropy": ent.mean(0).tolist(), "se_entropy": (ent.std(0, ddof=1) / math.sqrt(rows)).tolist(),
@@ -91,7 +99,7 @@ def run_montecarlo(run) -> str:
                   "pd_collision": [float(v) for v in np.asarray(limits.pd_collision(c), dtype=float)],
                   "pd_entropy": [finite_or_none(float(v)) for v in np.asarray(limits.pd_entropy(c), dtype=float)]}
     setup = {"families": list(SMOKE_FAMILIES if run.smoke else FAMILIES), "plan": plan, "c_grid": C_GRID,
-             "generator_version": getattr(sampled, "GENERATOR_VERSION", "unversioned (the generator of 2026-11)"),
+             "generator_version": sampled.GENERATOR_VERSION,
              "threshold_grid": "t_j = x_j / kappa_bar(n), x geometric in [2^-6, 2^8], 64 points",
              "kappa_bracket": "kappa_16 in [lower, upper] from the counts (critscale.kernels.kappa_bounds); "
                               "upper <= r lower when the grid covers [Delta_(2), R]",
@@ -101,8 +109,8 @@ def run_montecarlo(run) -> str:
                            "unif, sphere3, sphere5 are generated reflected (score - 1) for resolution"}
     write_json(run, "kernels_montecarlo", {"setup": setup, "results": results, "limits": limits_out,
                                            "errors": errors}, started)
-    flat = [{"family": r["family"], "n": r["n"], "rows": r["rows"], "c": cv,
-             "mean_collision": r["mean_collision"][i], "se_collision": r["se_collision"][i],
+    flat = [{"family": r["family"], "n": r["n"], "rows": r["rows"], "generator_version": r["generator_version"],
+             "c": cv, "mean_collision": r["mean_collision"][i], "se_collision": r["se_collision"][i],
              "mean_entropy": r["mean_entropy"][i], "se_entropy": r["se_entropy"][i]}
             for r in results for i, cv in enumerate(r["c"])]
     write_csv(run, "kernels_montecarlo", flat)
