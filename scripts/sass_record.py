@@ -11,8 +11,8 @@ ladder roots) give what one threshold and one ladder root cost per score.
 
 The counts depend only on the compiled code: the kernels' source, the Triton version (and its ``ptxas``)
 and the grids.  ``results/sass/kernels_sass.json`` records them with that provenance: the commit, the
-Triton and ptxas versions, and the SHA-256 of each source file the compiled code depends on, which the
-chapter compares with the files it is built from.  Exit status 2 when run under the interpreter.
+Triton and ptxas versions, the SHA-256 of each source file the compiled code depends on, which the
+chapter compares with the files it is built from, and the grids.  Exit status 2 when run under the interpreter.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 SCHEMA = "critscale-sass/1"
 OUT = ROOT / "results" / "sass" / "kernels_sass.json"
-# The files the compiled code and the grids depend on (the chapter checks their hashes).
+# The files the compiled code depends on (the chapter checks their hashes; tests/test_chapter_12.py also
+# checks that the recorded grids are the benchmark's).
 SOURCES = ("kernels/tiles.py", "kernels/ladder.py", "kernels/twopass.py", "kernels/scores.py", "kernels/qk.py",
-           "kernels/sampled.py", "kernels/sass.py", "scripts/gpu_suite/table.py")
+           "kernels/sampled.py", "kernels/sass.py")
 KINDS = ("scores", "qk", "sampled")
 
 
