@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instruction counts of the compiled kernels for sm_90a, recorded for chapter 12 (no GPU needed).
 
-    TRITON_INTERPRET=0 .venv/bin/python scripts/sass_record.py      # `make sass-record`; about 1 min on 2 cores
+    TRITON_INTERPRET=0 .venv/bin/python scripts/sass_record.py      # `make sass-record`; 1.5 min of CPU
 
 Compiles every kernel one call launches (pass 1, then pass 2 once per chunk) at the default GPU blocks on
 the benchmark's grids (``scripts/gpu_suite/table.py``: ``grid32``, ``grid1`` and, for stored scores,
