@@ -37,7 +37,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-__all__ = ["PIPE_RATE", "KernelCount", "compile_sass", "count_hot_loop", "kernel_specs", "main", "pipe_of"]
+__all__ = ["PIPE_RATE", "KernelCount", "compile_sass", "count_hot_loop", "kernel_specs", "launch_specs", "main",
+           "pipe_of"]
 
 ARCH = 90  # sm_90a (H100, H200)
 PIPE_RATE = {"MUFU": 16, "XU": 16, "FMA": 128, "FMAHEAVY": 64, "ALU": 64, "SHFL": 32, "LSU": 32}
@@ -124,6 +125,7 @@ class KernelCount:
     per_score: dict = field(default_factory=dict)
     opcodes: dict = field(default_factory=dict)
     floor_clocks_per_score: dict = field(default_factory=dict)
+    chunk: int = 0  # which pass-2 launch of a call (grids larger than one chunk launch pass 2 once per chunk)
 
     def bound(self) -> str:
         return max(self.floor_clocks_per_score, key=self.floor_clocks_per_score.get)
@@ -165,46 +167,65 @@ def count_kernel(c: Compiled, block: str, scores_per_iteration: float) -> Kernel
                        floor_clocks_per_score=floors)
 
 
-def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]:
-    """The kernels as the benchmark launches them: default GPU blocks, a grid of ``n_roots`` ladder roots
-    with ``levels`` levels (32 betas of ratio ``2^{1/8}``: 8 and 5) and ``n_t`` thresholds, one chunk."""
+_COMMON = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
+_OUT1 = dict(o_top1="*fp32", o_top2="*fp32", o_low="*fp32", o_count="*i32", o_bad="*i32")
+_OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", o_m0="*fp32", o_a="*fp32", o_b="*fp32", o_n="*fp32")
+
+
+def _kind_setup(kind: str) -> tuple:
+    """(module, default GPU block, leading signature, compile-time flags, div16, num_stages, scores one thread
+    handles per loop iteration) of a kind as the benchmark launches it: fp32 scores; bf16 ``q`` and ``k`` with
+    ``d = 64``, not causal; gauss rows."""
     from . import qk, sampled, scores
+
+    if kind == "scores":
+        BM, BN, _, _, warps = scores.GPU_BLOCK
+        return (scores, scores.GPU_BLOCK, {"x_ptr": "*fp32", "stride": "i32"}, {}, ("stride", "n"), 3,
+                2 * BM * BN / (32 * warps))  # the column loop is unrolled twice
+    if kind == "sampled":
+        BM, BN, _, _, warps = sampled.GPU_BLOCK
+        return (sampled, sampled.GPU_BLOCK,
+                {"seed": "i64", "p0": "fp32", "p1": "fp32", "top_score": "fp32", "row0": "i32"},
+                dict(FAM=sampled.GAUSS.value, FAST=True), (), 3, BM * BN / (32 * warps))
+    if kind == "qk":
+        BM, BN, _, _, warps = qk.GPU_BLOCK
+        return (qk, qk.GPU_BLOCK, {"q_ptr": "*bf16", "k_ptr": "*bf16", "s_qb": "i32", "s_qm": "i32", "s_kb": "i32",
+                                   "s_kn": "i32", "d": "i32", "scale": "fp32", "causal_offset": "i32"},
+                dict(BD=64, CAUSAL=False, CAST=False, IEEE=False, STAGES=qk.GPU_STAGES, s_qd=1, s_kd=1),
+                ("s_qb", "s_qm", "s_kb", "s_kn"), qk.GPU_STAGES,
+                BM * BN / (32 * warps))  # one tile per iteration (pipelined, not unrolled)
+    raise ValueError(f"kind must be 'scores', 'qk' or 'sampled', got {kind!r}")
+
+
+def launch_specs(kind: str, beta, t) -> list[dict]:
+    """The kernels one call of ``kind`` launches at its default GPU block on the grids ``beta`` and ``t``:
+    pass 1, then pass 2 once per chunk, with the compile-time grid :func:`critscale.kernels.twopass.run_two_pass`
+    gives each chunk (its ladder roots, levels and thresholds)."""
+    import numpy as np
+
+    from .ladder import beta_plan, chunks
     from .twopass import pow2
 
-    roots2 = tuple(float(2.0 ** (-3 + r / n_roots)) for r in range(n_roots))  # representative values
-    tcut = tuple(float(0.001 * 1.17 ** j) for j in range(n_t))
-    bneed = tuple(lv < levels - 1 for r in range(n_roots) for lv in range(levels))  # the top level only feeds C
-    grid = dict(ROOTS2=roots2, NR=n_roots, LVR=levels, NS=pow2(n_roots * levels), BNEED=bneed, TCUT=tcut, NT=n_t,
-                NTP=pow2(n_t))
-    common = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
-    out1 = dict(o_top1="*fp32", o_top2="*fp32", o_low="*fp32", o_count="*i32", o_bad="*i32")
-    out2 = dict(top_ptr="*fp32", snap_ptr="*fp32", o_m0="*fp32", o_a="*fp32", o_b="*fp32", o_n="*fp32")
-    specs = []
-    for mod, name in ((scores, "scores"), (sampled, "sampled")):
-        BM, BN, NRC, NTC, warps = mod.GPU_BLOCK
-        per_tile = BM * BN / (32 * warps)
-        if name == "scores":
-            lead, extra, div, unroll = {"x_ptr": "*fp32", "stride": "i32"}, {}, ("stride", "n"), 2
-        else:
-            lead = {"seed": "i64", "p0": "fp32", "p1": "fp32", "top_score": "fp32", "row0": "i32"}
-            extra, div, unroll = dict(FAM=sampled.GAUSS.value, FAST=True), (), 1
-        for pas, outs, consts in ((1, out1, {}), (2, out2, grid)):
-            specs.append(dict(fn=getattr(mod, f"_{name}_pass{pas}"), signature=dict(lead, **common, **outs),
-                              constexprs=dict(BM=BM, BN=BN, **consts, **extra), div16=div, num_warps=warps,
-                              block=str(mod.GPU_BLOCK), scores_per_iteration=per_tile * unroll))
-    BM, BN, NRC, NTC, warps = qk.GPU_BLOCK
-    lead = {"q_ptr": "*bf16", "k_ptr": "*bf16", "s_qb": "i32", "s_qm": "i32", "s_kb": "i32", "s_kn": "i32",
-            "d": "i32", "scale": "fp32", "causal_offset": "i32"}
-    flags = dict(BD=64, CAUSAL=False, CAST=False, IEEE=False, STAGES=qk.GPU_STAGES, s_qd=1, s_kd=1)
-    qgrid = dict(grid, ROOTS2=roots2[:NRC], NR=min(NRC, n_roots), NS=pow2(min(NRC, n_roots) * levels),
-                 BNEED=bneed[:min(NRC, n_roots) * levels],
-                 TCUT=tcut[:NTC], NT=min(NTC, n_t), NTP=pow2(min(NTC, n_t)))
-    for pas, outs, consts in ((1, out1, {}), (2, out2, qgrid)):
-        specs.append(dict(fn=getattr(qk, f"_qk_pass{pas}"), signature=dict(lead, **common, **outs),
-                          constexprs=dict(BM=BM, BN=BN, **consts, **flags), div16=("s_qb", "s_qm", "s_kb", "s_kn"),
-                          num_warps=warps, num_stages=qk.GPU_STAGES, block=str(qk.GPU_BLOCK),
-                          scores_per_iteration=BM * BN / (32 * warps)))  # one tile per iteration (pipelined)
-    return specs
+    mod, block, lead, flags, div, stages, per_iter = _kind_setup(kind)
+    BM, BN, NRC, NTC, warps = block
+    t = np.asarray(t, dtype=np.float64)
+    plan = beta_plan(np.asarray(beta, dtype=np.float64))
+    NS, NTP = pow2(min(NRC, len(plan.roots)) * plan.levels), pow2(min(NTC, len(t)))
+    grids = [{}] + [dict(ROOTS2=c.roots2, NR=len(c.roots2), LVR=plan.levels, NS=NS, BNEED=c.bneed, TCUT=c.tcut,
+                         NT=len(c.tcut), NTP=NTP) for c in chunks(plan, t, NRC, NTC)]
+    return [dict(kind=kind, pass_=1 if i == 0 else 2, chunk=max(0, i - 1),
+                 fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),
+                 signature=dict(lead, **_COMMON, **(_OUT1 if i == 0 else _OUT2)),
+                 constexprs=dict(BM=BM, BN=BN, **g, **flags), div16=div, num_warps=warps, num_stages=stages,
+                 block=str(block), scores_per_iteration=per_iter) for i, g in enumerate(grids)]
+
+
+def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]:
+    """Every kind's kernels (:func:`launch_specs`) on a grid of ``n_roots`` ladder roots with ``levels`` levels
+    (32 betas of ratio ``2^{1/8}``: 8 and 5) and ``n_t`` geometric thresholds."""
+    beta = [2.0 ** (-3 + k / n_roots) for k in range(n_roots * (levels - 1))]
+    t = [0.001 * 1.17 ** j for j in range(n_t)]
+    return [sp for kind in ("scores", "sampled", "qk") for sp in launch_specs(kind, beta, t)]
 
 
 def run(specs: list[dict]) -> list[KernelCount]:
@@ -213,6 +234,7 @@ def run(specs: list[dict]) -> list[KernelCount]:
         c = compile_sass(sp["fn"], sp["signature"], sp["constexprs"], sp.get("div16", ()), sp["num_warps"],
                          sp.get("num_stages", 3))
         out.append(count_kernel(c, sp["block"], sp["scores_per_iteration"]))
+        out[-1].chunk = sp.get("chunk", 0)
     return out
 
 
@@ -228,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = run(kernel_specs(args.roots, args.levels, args.thresholds))
     for k in counts:
         ps = k.per_score
-        print(f"{k.kernel:16s} block {k.block:20s} regs {k.registers:3d} "
+        print(f"{k.kernel:16s} chunk {k.chunk} block {k.block:20s} regs {k.registers:3d} "
               f"local-mem ops {k.local_memory_instructions:3d} "
               f"loop {k.loop_instructions:5d} instr / {k.scores_per_iteration:g} scores: "
               + " ".join(f"{p} {v:.2f}" for p, v in ps.items())

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 import torch
 
-from ._common import cuda_usable, interpreter_active
+from .dispatch import cuda_usable, interpreter_active
 
 FP32_REL = 1e-5
 UNDERFLOW = 2.0 ** -126

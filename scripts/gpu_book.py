@@ -6,13 +6,16 @@
 
 ``run`` is called by ``scripts/gpu_book.sh`` once the wheelhouse is installed and critscale is on the
 path.  It checks first that everything imports and that every requirement of the wheels is met by what
-is installed (exit 2 with the list, before any notebook runs), then executes the chapters in parallel
-(longest first, by the estimate in each ``params/<profile>/<nb>.yaml``: a comment ``# gpu-book: about
-N s``), each through the Makefile's pipeline (``jupytext --to ipynb -o - | papermill`` with
-``CRITSCALE_*`` set), then ``99_reproducibility``, and packs ``OUT/gpu_book.tar.gz``:
-``executed/<nb>.ipynb``, ``results/<nb>.json``, ``results/figures/`` and ``provenance.json`` (device,
-driver, versions, commit, date, and each notebook's status and wall time).  Absolute paths of the
-machine (the tree, the wheel site) are replaced by ``<repo>`` and ``<site>`` in what is packed.
+is installed (exit 2 with the list, before any notebook runs), and that the recorded GPU results pass
+their schema (the build driver's ``check-gpu``), then executes the chapters in parallel (longest first,
+by the estimate in each ``params/<profile>/<nb>.yaml``: a comment ``# gpu-book: about N s``), each
+through the book's build driver exactly as the Makefile runs it (``python -m critscale.bookbuild notebook
+NB --profile P``: the parameter file checked against the notebook, execution in a staging folder, outputs
+moved into ``build/`` only when every cell ran), then ``99_reproducibility``, and packs
+``OUT/gpu_book.tar.gz``: ``executed/<nb>.ipynb``, ``results/<nb>.json``, ``results/figures/``, ``logs/``
+and ``provenance.json`` (device, driver, versions, commit, date, and each notebook's status and wall
+time).  Absolute paths of the machine (the tree, the wheel site) are replaced by ``<repo>`` and ``<site>``
+in what is packed.
 
 ``import`` checks a tarball (gpu profile, every notebook of ``notebooks/`` present and executed without
 error, provenance complete, no absolute machine path left) and replaces ``--dest`` with its notebooks,
@@ -29,6 +32,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -40,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LAST = "99_reproducibility"
 IMPORTS = ("papermill", "jupytext", "ipykernel", "nbclient", "nbformat", "jupyter_client", "numpy", "scipy",
-           "pandas", "matplotlib", "seaborn", "yaml", "torch", "transformers", "critscale")
+           "pandas", "matplotlib", "seaborn", "yaml", "torch", "transformers", "critscale", "critscale.bookbuild")
 VERSIONS = ("torch", "triton", "transformers", "numpy", "scipy", "pandas", "matplotlib", "seaborn", "papermill",
             "jupytext", "ipykernel", "nbclient", "nbformat")
 ESTIMATE = re.compile(r"^#\s*gpu-book:\s*about\s+(\d+)\s*s", re.M)
@@ -136,28 +140,38 @@ def estimate_s(profile: str, nb: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+DRIVER = ("-m", "critscale.bookbuild")
+
+
+def check_records(profile: str, logs: Path) -> None:
+    """The driver's ``check-gpu`` (the Makefile runs it before any notebook): :class:`Refused` with its error."""
+    proc = subprocess.run([sys.executable, *DRIVER, "check-gpu", "--profile", profile], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    (logs / "check-gpu.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise Refused(f"recorded GPU results: {(proc.stderr or proc.stdout).strip()}")
+
+
 def execute(nb: str, profile: str, threads: int, timeout_s: float, logs: Path) -> dict:
-    """One notebook through ``jupytext | papermill``, as the Makefile runs it; its status and wall time."""
-    exec_dir, res_dir = Path("build") / "executed" / profile, Path("build") / "results" / profile
-    exec_dir.mkdir(parents=True, exist_ok=True)
-    res_dir.mkdir(parents=True, exist_ok=True)
-    (res_dir / f"{nb}.json").unlink(missing_ok=True)
-    env = dict(os.environ, CRITSCALE_NOTEBOOK=nb, CRITSCALE_PROFILE=profile, CRITSCALE_RESULTS_DIR=str(res_dir),
-               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-    py = sys.executable
-    cmd = (f"{py} -m jupytext --quiet --to ipynb -o - notebooks/{nb}.md | {py} -m papermill - "
-           f"{exec_dir}/{nb}.ipynb -f params/{profile}/{nb}.yaml -p profile {profile} --cwd . -k python3 "
-           f"--log-level WARNING --no-progress-bar")
+    """One notebook through the build driver, as the Makefile runs it; its status and wall time.
+
+    The driver leaves all of the notebook's outputs in ``build/`` or none; a run past ``timeout_s`` is
+    killed with its kernel (the driver's process group)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads))
+    env.pop("CRITSCALE_BUILD_SESSION", None)  # the Makefile's per-build timing log: not kept here
     t0 = time.time()
     with open(logs / f"{nb}.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, *DRIVER, "notebook", nb, "--profile", profile], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=ROOT, env=env, stdout=log,
-                                  stderr=subprocess.STDOUT, timeout=timeout_s)
-            code = proc.returncode
+            code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             code = None
     secs = round(time.time() - t0, 1)
-    status = "ok" if code == 0 else ("timed out" if code is None else f"failed (exit {code})")
+    status = {0: "ok", None: "timed out", 2: "refused its parameters (exit 2)"}.get(code, f"failed (exit {code})")
     print(f"[gpu_book] {nb}: {status} in {secs:.0f} s (estimate {estimate_s(profile, nb)} s)", flush=True)
     return {"status": status, "seconds": secs, "estimate_s": estimate_s(profile, nb), "threads": threads}
 
@@ -236,6 +250,11 @@ def run(args) -> int:
     logs = ROOT / "build" / "gpu-book" / "logs"
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
+    try:
+        check_records(args.profile, logs)
+    except Refused as exc:
+        print(f"gpu_book: {exc}", file=sys.stderr)
+        return 2
     started = time.time()
     print(f"[gpu_book] {len(chapters)} chapters, {jobs} at a time on {cores} cores; profile {args.profile}",
           flush=True)

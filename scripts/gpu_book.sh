@@ -5,11 +5,12 @@
 #   CRITSCALE_COMMIT=<sha> bash scripts/gpu_book.sh OUT_DIR [PROFILE [NOTEBOOK ...]]
 #
 # Needs the wheelhouse in .whl/ (`make gpu-wheelhouse` on a machine with PyPI; GPU_WHEELS overrides).
-# Installs it into a private folder (no pip index, nothing else changes), makes critscale importable
-# from this tree, then runs scripts/gpu_book.py: a check that everything imports and every requirement
-# of the wheels is met, the notebooks (jupytext | papermill with params/<profile>/<nb>.yaml, the
-# Makefile's pipeline) in parallel, 99_reproducibility last, and OUT_DIR/gpu_book.tar.gz with the
-# executed notebooks, their results JSON and figures, and provenance.json (device, driver, versions,
+# Installs it into a private folder (no pip index, no virtual environment, nothing else changes), makes
+# critscale importable from this tree, then runs scripts/gpu_book.py: a check that everything imports and
+# every requirement of the wheels is met, the build driver's check of the recorded GPU results, the
+# notebooks in parallel through the build driver as the Makefile runs them (`python -m critscale.bookbuild
+# notebook NB --profile PROFILE`), 99_reproducibility last, and OUT_DIR/gpu_book.tar.gz with the executed
+# notebooks, their results JSON and figures, their logs, and provenance.json (device, driver, versions,
 # commit, date, wall time and status of each notebook).  OUT_DIR/gpu_book.log is the whole log.
 # Back on any machine: `make gpu-book-import TAR=.../gpu_book.tar.gz`, then `make book PROFILE=gpu`.
 # PROFILE defaults to gpu (which needs a CUDA device); another profile runs the same pipeline on the

@@ -4,14 +4,16 @@
 Run on a CUDA machine from the repository root (python >= 3.10 with torch, triton, numpy, scipy, pandas,
 pytest; no jupyter).  critscale need not be installed: ``scripts/gpu_suite/env.py`` imports it from the tree.
 
-    CRITSCALE_COMMIT=<sha> python3 scripts/gpu_results.py --out DIR            # everything, about 6 min on an H200
+    CRITSCALE_COMMIT=<sha> python3 scripts/gpu_results.py --out DIR --budget-s 270   # everything, about 5 min
     python3 scripts/gpu_results.py --out DIR --parts bench                       # `make bench`
     python3 scripts/gpu_results.py --out DIR --quick                             # small sizes, about 2 min
     python3 scripts/gpu_results.py --out build/gpu-smoke --smoke                 # CPU, interpreter, tiny sizes
 
 ``CRITSCALE_COMMIT`` names the commit when the copy of the tree has no ``.git``.  Parts (``--parts``,
-comma list, default all, run in this order): ``tests`` (the kernel tests with CUDA), ``mc`` (the
-Monte-Carlo), ``bench`` (the benchmark, its ceilings and counters).  Each part writes complete files
+comma list, default all, run in this order): ``tests`` (the kernel tests with CUDA), ``bench`` (the
+benchmark, its ceilings and counters), ``mc`` (the Monte-Carlo).  ``--budget-s`` is the time after which
+no new benchmark point or Monte-Carlo length starts; the benchmark leaves the last ``MC_RESERVE_S`` of it
+to the Monte-Carlo.  Each part writes complete files
 of this run only (``--out``): ``kernels_tests.json``/``.log``, ``kernels_montecarlo.json``/``.csv``,
 ``kernels_bench.json``/``.csv``, and ``kernels_run.json`` (what ran, how long).  The modules and the
 protocol are described in ``scripts/gpu_suite/__init__.py`` and ``scripts/gpu_suite/bench.py``.
@@ -33,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_suite import env  # noqa: E402  (sets nothing on import; choose_interpreter does, before triton)
 
-PARTS = ("tests", "mc", "bench")
+PARTS = ("tests", "bench", "mc")
+MC_RESERVE_S = 60  # of the budget, kept for the Monte-Carlo when it runs after the benchmark
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -88,6 +91,7 @@ def main(argv=None) -> int:
     status = {}
     for part in args.parts:
         started = time.time()
+        run.reserve_s = MC_RESERVE_S if part == "bench" and "mc" in args.parts else 0.0
         try:
             if part == "tests":
                 from gpu_suite.cuda_tests import run_tests

@@ -7,6 +7,7 @@ was already run here.  Times from it mean nothing; the schema, the fields and th
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -79,29 +80,65 @@ def test_smoke_kernel_and_full_baselines_agree_with_float64(smoke):
 
 
 def test_smoke_writes_the_files_the_chapters_read(smoke):
-    """The Monte-Carlo file has the fields chapter 6 reads; the run file names every part's status."""
+    """The Monte-Carlo file has the fields chapter 6 reads and the generator version of the kernels in its
+    setup, in every result and in every CSV line (a record of another generator version gives other rows for
+    the same seeds: without the version it could be mistaken for this one); the run file names every part."""
+    import csv
+
+    from critscale.kernels import GENERATOR_VERSION
+
     mc = json.loads((smoke / "kernels_montecarlo.json").read_text())
     assert mc["results"] and not mc["errors"]
+    assert mc["setup"]["generator_version"] == GENERATOR_VERSION
     for rec in mc["results"]:
         assert {"family", "n", "rows", "c", "mean_collision", "se_collision", "mean_entropy", "se_entropy"} <= set(rec)
+        assert rec["generator_version"] == GENERATOR_VERSION
         assert len(rec["mean_collision"]) == len(rec["c"])
         assert all(0 < v <= 1 for v in rec["mean_collision"])
+    with open(smoke / "kernels_montecarlo.csv") as f:
+        lines = list(csv.DictReader(f))
+    assert lines and {int(line["generator_version"]) for line in lines} == {GENERATOR_VERSION}
     run = json.loads((smoke / "kernels_run.json").read_text())
     assert run["parts"]["tests"]["status"].startswith("skipped: the smoke run has no CUDA device")
     assert run["parts"]["bench"]["status"] == "done" and run["parts"]["mc"]["status"] == "done"
 
 
+def test_smoke_bench_times_every_kernel_point_before_any_baseline(smoke):
+    """A time budget drops the least important work: every kernel record comes before the first baseline,
+    and the autotuned compile (minutes of compilation) comes last; a loop that timed point by point again,
+    all implementations of a point together, fails here."""
+    from gpu_suite.bench import PHASES, phase_of
+
+    data = json.loads((smoke / "kernels_bench.json").read_text())
+    order = [PHASES.index(phase_of(r["impl"])) for r in data["records"]]
+    assert order == sorted(order) and order[0] == 0 and max(order) == len(PHASES) - 1
+    assert phase_of("compile-max-autotune") == "autotuned" and phase_of("compile") == "baselines"
+
+
+def test_benchmark_grid_is_a_doubling_grid_that_the_ladder_serves_with_eight_exponentials():
+    """grid32 is 0.05 * 2^(k/8), k < 32: 8 chains of the beta ladder, so 8 exp2 per score for its 32 betas
+    and their sums of p^2 (a geometric grid without doubling pairs, like grid32-geo, needs 32)."""
+    from critscale.kernels import ladder
+
+    beta = np.asarray(table.GRIDS["grid32"].beta)
+    assert np.allclose(beta, 0.05 * 2.0 ** (np.arange(32) / 8), rtol=1e-15)
+    assert ladder.beta_plan(beta).exp2_per_score == 8
+    assert ladder.beta_plan(np.asarray(table.GRIDS["grid32-geo"].beta)).exp2_per_score == 32
+    assert table.BLOCKS[-1].grid == "grid32-geo" and table.BLOCKS[-1].impls == ("kernel",)
+
+
 def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
     """Chapter 12 reads a schema-2 file: run its recorded-results code on the smoke file (the chapter's
     own cells, extracted from the MyST source) and check the glued summaries. A chapter that still
-    expected schema 1 fields (integer kinds, 'targets') fails here."""
+    expected schema 1 fields (integer kinds, 'targets'), dropped rows from the full table or lost the
+    summary's kernel row of a kind fails here."""
     import re
 
     import matplotlib
 
     matplotlib.use("Agg")
     source = (ROOT / "notebooks" / "12_kernels.md").read_text()
-    recorded = source.split("## Recorded GPU run", 1)[1]
+    recorded = source.split("## Recorded GPU run", 1)[1].split("## What it shows", 1)[0]
     cells = re.findall(r"```\{code-cell\} ipython3\n(?::tags:[^\n]*\n)?\n?(.*?)```", recorded, flags=re.S)
     glued = {}
     bench = json.loads((smoke / "kernels_bench.json").read_text())
@@ -119,22 +156,29 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
     import critscale as cs_real
     from types import SimpleNamespace
 
-    cs = SimpleNamespace(gpu_records=GpuRecords, record=lambda k, v: glued.__setitem__(k, v),
+    cs = SimpleNamespace(gpu_records=GpuRecords, record=lambda k, v, **kw: glued.__setitem__(k, v),
                          record_figure=lambda k, fig: glued.__setitem__(k, fig), plotting=cs_real.plotting)
     import math
 
     import matplotlib.pyplot as plt
     import pandas as pd
 
+    from critscale.kernels import GENERATOR_VERSION
+
     scope = {"cs": cs, "np": np, "pd": pd, "plt": plt, "math": math, "profile": "test",
              "bench_name": "kernels_bench", "tests_name": "kernels_tests", "mc_name": "kernels_montecarlo"}
     for cell in cells:
         exec(cell, scope)
     assert glued["bench_what"].startswith(f"All {len(bench['records'])} rows of the recorded file (schema 2")
-    assert "not measured in this recorded run" in glued["bench_bound"]
+    assert "holds no hardware counters" in glued["bench_bound"]
     shown = glued["bench_table"]
     assert len(shown) == len(bench["records"])
-    assert set(shown["work"]) >= {"all fields", "only lse"}
+    assert any(v.endswith("(all fields)") for v in shown["implementation"])
+    assert any(v.endswith("(only lse)") for v in shown["implementation"])
+    summary = glued["bench_summary"]
+    assert set(summary["kind"]) == {"scores", "qk", "sampled"}
+    assert summary["kernel (ms)"].notna().all() and summary["fastest baseline (ms)"].notna().any()
+    assert glued["mc_generator"] == f"version {GENERATOR_VERSION}"
 
 
 def test_full_baselines_return_every_kernel_field():
@@ -291,17 +335,109 @@ def test_wheelhouse_names_are_pinned_and_not_provided_by_the_gpu_image():
     assert not any(re.search(rf"[\s,:]{re.escape(n)}[,.]", image) for n in norm)
 
 
-BOOK_WINDOW_S = 570 - 290 - 45  # scripts/gpu_session.sh: its deadline, the results' budget, the reserve
+def _session_default(name: str) -> int:
+    match = re.search(rf"\$\{{{name}:-(\d+)\}}", (ROOT / "scripts" / "gpu_session.sh").read_text())
+    assert match, f"scripts/gpu_session.sh has no default for {name}"
+    return int(match.group(1))
 
 
 def test_gpu_params_state_an_estimate_that_fits_the_device_command():
     """Every gpu parameter file states its wall-time estimate (scripts/gpu_book.py schedules by it), and
-    every chapter's estimate fits the book's window in one device command; a gpu profile raised past
-    what one command can run fails here."""
+    every chapter's estimate fits the book's window in one device command: the session's deadline, less
+    the results part (its budget and 30 s to finish its last point and pack) and the reserve for the last
+    notebook; a gpu profile raised past what one command can run fails here."""
     import gpu_book
 
+    window = (_session_default("GPU_SESSION_S") - _session_default("GPU_RESULTS_BUDGET_S") - 30
+              - gpu_book.DEADLINE_RESERVE_S)
     names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
     estimates = {nb: gpu_book.estimate_s("gpu", nb) for nb in names}
     assert all(v is not None for v in estimates.values()), [nb for nb, v in estimates.items() if v is None]
-    assert max(v for nb, v in estimates.items() if nb != gpu_book.LAST) <= BOOK_WINDOW_S
+    assert max(v for nb, v in estimates.items() if nb != gpu_book.LAST) <= window
     assert estimates[gpu_book.LAST] <= gpu_book.DEADLINE_RESERVE_S - 10
+    assert _session_default("GPU_BOOK_MIN_S") <= window + gpu_book.DEADLINE_RESERVE_S
+
+
+def test_session_fits_a_device_session_with_a_retry_of_the_results():
+    """The session's command ends by its deadline (under the 600-s limit of a command), and a failed results
+    part ends it early, so a rerun of the results fits the 15 minutes of device time with a 90-s start and
+    a minute of transfers; deadlines raised past that fail here."""
+    session, results = _session_default("GPU_SESSION_S"), _session_default("GPU_RESULTS_BUDGET_S")
+    assert session + 20 <= 600
+    start, transfers, finish_last_point = 90, 60, 30
+    assert start + session + transfers <= 900  # the normal path: results and book in one command
+    assert start + 2 * (results + finish_last_point) + transfers <= 900  # the results failed, then a rerun
+
+
+def test_session_refuses_a_commit_that_is_not_a_sha(tmp_path):
+    """Results recorded at 'unknown' or '<sha>+dirty' fail the book's schema check after the whole session;
+    the script refuses them before anything runs (exit 2)."""
+    for commit in ("unknown", "1f03a07d5d3f+dirty"):
+        proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh"), str(tmp_path / "out")],
+                              env=dict(os.environ, CRITSCALE_COMMIT=commit), capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "not a commit sha" in proc.stdout
+        assert not (tmp_path / "out" / "gpu_results.tar.gz").exists()
+
+
+def _results_tarball(tmp_path: Path, bench_schema, generator) -> Path:
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    prov = {"device": "NVIDIA H200", "driver": "580", "versions": {"torch": "2.11.0"}, "commit": head,
+            "date_utc": "2026-11-30T00:56:40Z", "wall_time_s": 1.0}
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    (stage / "kernels_bench.json").write_text(json.dumps({"schema": bench_schema, "records": [], "provenance": prov}))
+    (stage / "kernels_montecarlo.json").write_text(json.dumps({"setup": {"generator_version": generator},
+                                                               "results": [], "provenance": prov}))
+    folder = tmp_path / "session"
+    folder.mkdir()
+    with tarfile.open(folder / "gpu_results.tar.gz", "w:gz") as tar:
+        for item in stage.iterdir():
+            tar.add(item, arcname=item.name)
+    return folder
+
+
+@pytest.mark.parametrize("case", ["ok", "schema-1", "old-generator"])
+def test_gpu_import_refuses_results_of_another_protocol_or_generator(tmp_path, case):
+    """The import takes a session's results only when the benchmark is of schema 2 and the Monte-Carlo of the
+    kernels' generator version; otherwise it exits 2 and leaves the destination as it was."""
+    from critscale.kernels import GENERATOR_VERSION
+
+    folder = _results_tarball(tmp_path, None if case == "schema-1" else "critscale-bench/2",
+                              GENERATOR_VERSION - 1 if case == "old-generator" else GENERATOR_VERSION)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "kernels_bench.json").write_text("earlier")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_import.py"), str(folder), "--dest", str(dest)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if case == "ok":
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads((dest / "kernels_bench.json").read_text())["schema"] == "critscale-bench/2"
+    else:
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert (dest / "kernels_bench.json").read_text() == "earlier"
+
+
+@pytest.mark.slow
+def test_gpu_book_runs_notebooks_through_the_build_driver(tmp_path):
+    """scripts/gpu_book.py executes a notebook the way the Makefile does (python -m critscale.bookbuild
+    notebook): the packed notebook has the driver's single parameter box with this build's values and no
+    papermill copy, which a jupytext | papermill pipe would not give; the provenance names the notebook ok."""
+    env = dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1", CRITSCALE_COMMIT="0123456789ab")
+    env.pop("MPLBACKEND", None)
+    site = tmp_path / "site"
+    site.mkdir()
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_book.py"), "run", "--out", str(tmp_path),
+                           "--profile", "ci", "--site", str(site), "10_rescaling_rules"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with tarfile.open(tmp_path / "gpu_book.tar.gz") as tar:
+        prov = json.load(tar.extractfile("provenance.json"))
+        nb = json.load(tar.extractfile("executed/10_rescaling_rules.ipynb"))
+    assert prov["notebooks"]["10_rescaling_rules"]["status"] == "ok" and prov["profile"] == "ci"
+    tags = [c["metadata"].get("tags", []) for c in nb["cells"] if c["cell_type"] == "code"]
+    assert sum("parameters" in t for t in tags) == 1 and not any("injected-parameters" in t for t in tags)
+    box = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
+    assert "The parameters of this build (params/ci/10_rescaling_rules.yaml)" in "".join(box["source"])

@@ -287,14 +287,12 @@ FIGURE_TEXT_PENDING = {stem: f"chapter {stem[:2]}: legends or labels below 9 pt 
                        for stem, sizes in {
                            "04_critical_temperatures": "6.1 pt", "05_ladder": "4.5 pt", "06_gumbel_window": "5.4 pt",
                            "07_weibull_window": "4.5 pt", "08_planted_window": "5.1 pt",
-                           "12_kernels": "4.2 pt",
                            "13_gpt2_attention": "4.3 pt"}.items()}
 MAINTAINER_PENDING = {
     "05_ladder": "chapter 05 shows the recorded key `ladder_n` (also a parameter name) in its prose",
     "08_planted_window": "chapter 08 shows the recorded key `c_half` in its prose",
 }
 SUMMARY_PENDING = {
-    "12_kernels": "chapter 12 has no summary box yet (the kernels chapter's authors write it)",
     "13_gpt2_attention": "chapter 13 has no summary box yet (the diagnostic chapter's authors write it)",
 }
 _ORDER = ("its sections exist, but the recorded numbers come before 'where it stops' and are not "

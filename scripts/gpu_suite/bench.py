@@ -3,7 +3,7 @@
 Protocol, for every point (kind, grid, n) and every implementation the table times there, all in this
 one process at this commit:
 
-1. the device state (clocks, power, temperature) before the block and after it;
+1. the device state (clocks, power, temperature) before the point and after it;
 2. one first call (compilation, autotuning), its peak extra memory, and a check that it returned
    exactly the fields the table declares (the work it does);
 3. the float64 reference error of that output on the sampled rows (``reference``);
@@ -12,9 +12,12 @@ one process at this commit:
 5. the floors of the point (``floors``) and, for implementations that do the kernel's whole work,
    the fraction of each floor reached; every time is also divided by the kernel's time at that point.
 
-The counters of each kind (``counters``) are measured first, before the points.  A point or an
-implementation that fails or is skipped (time budget) is recorded with its reason; nothing is kept from
-an earlier run.
+Order, so that a time budget drops the least important work (``PHASES``): the kernel at every point of
+every block first, then the counters of each kind (``counters``: compiled-code counts, and Nsight Compute
+where it is installed), then the baselines block by block, and last ``torch.compile`` with autotuning,
+which compiles for minutes.
+A point or an implementation that fails or is skipped (time budget) is recorded with its reason; nothing
+is kept from an earlier run.
 """
 
 from __future__ import annotations
@@ -28,6 +31,14 @@ from .provenance import device_state
 from .records import write_csv, write_json
 
 SCHEMA = "critscale-bench/2"
+PHASES = ("kernel", "baselines", "autotuned")  # in this order; the counters run before the baselines
+
+
+def phase_of(impl: str) -> str:
+    """The phase an implementation is timed in: the kernel, the baselines, or the slow-to-compile autotuned one."""
+    if impl == "kernel":
+        return "kernel"
+    return "autotuned" if table.IMPLS[impl].compile_mode == "max-autotune-no-cudagraphs" else "baselines"
 
 
 def check_fields() -> None:
@@ -82,36 +93,42 @@ def add_ratios(records: list[dict]) -> None:
 
 
 def run_bench(run, ceilings: dict) -> dict:
-    """Time every block of the table; return the data written to ``kernels_bench.json``."""
-    import torch
-
+    """Time every block of the table (in the order of ``PHASES``); the data written to ``kernels_bench.json``."""
     check_fields()
     sizes = table.SIZES[run.mode]
-    counters_out = counters.measure(run, sizes, list(table.KINDS))  # first: the time budget guards the points
-    records, blocks = [], []
-    for block in table.BLOCKS:
-        beta, t = table.grid_values(block.grid, run.mode)
-        for n, impls in table.points(block, sizes):
+    plan = [(block, n, impls) for block in table.BLOCKS for n, impls in table.points(block, sizes)]
+    records, blocks, references, counters_out = [], [], {}, {}
+    for phase in PHASES:
+        if phase == "baselines":
+            counters_out = counters.measure(run, sizes, list(table.KINDS))
+        for block, n, impls in plan:
+            chosen = [i for i in impls if phase_of(i) == phase]
+            if not chosen:
+                continue
+            beta, t = table.grid_values(block.grid, run.mode)
             rows = sizes.rows_at_n.get(n, sizes.rows)
             point = {"point": f"{block.kind}/{block.grid}/n=2^{int(round(math.log2(n)))}", "kind": block.kind,
                      "grid": block.grid, "n": n, "rows": rows, "n_beta": len(beta), "n_t": len(t)}
             if run.over_budget():
                 records += [{**point, "impl": i, "status": f"skipped: time budget of {run.budget_s:.0f} s spent"}
-                            for i in impls]
+                            for i in chosen]
                 continue
-            state = {"point": point["point"], "device_before": device_state()}
+            state = {"point": point["point"], "phase": phase, "device_before": device_state()}
             try:
                 inp = work.make_inputs(block.kind, rows, n, sizes.d, beta, t, run.device, seed=n)
-                ref_rows = reference.sample_rows(rows, n, sizes.reference_scores)
-                ref = reference.reference_fields(reference.reference_scores(inp, ref_rows), beta, t)
+                if point["point"] not in references:  # the same inputs (seed n) in both phases
+                    ref_rows = reference.sample_rows(rows, n, sizes.reference_scores)
+                    references[point["point"]] = (ref_rows, reference.reference_fields(
+                        reference.reference_scores(inp, ref_rows), beta, t))
+                ref_rows, ref = references[point["point"]]
             except Exception as exc:
                 records += [{**point, "impl": i, "status": f"error: inputs or reference: {type(exc).__name__}: "
-                             f"{str(exc)[:300]}"} for i in impls]
+                             f"{str(exc)[:300]}"} for i in chosen]
                 traceback.print_exc()
                 continue
             model = floors.work_model(block.kind, rows, n, len(beta), len(t), sizes.d)
             point["floors"] = {**floors.floors(model, ceilings), "work": model}
-            for impl in impls:
+            for impl in chosen:
                 rec = time_impl(run, impl, inp, ref, ref_rows, sizes, point)
                 records.append(rec)
                 shown = f"{rec['time_ms']['median']:.3f} ms" if rec["status"] == "ok" else rec["status"]

@@ -8,8 +8,9 @@ Sources, each used when present (``counters.<kind>.sources`` says which ran and 
    units.  Per kernel: instructions executed (total and per pipe: FMA, ALU, XU = MUFU, LSU), each pipe's
    and the issue slots' utilisation (percent of peak while the SM is active), DRAM bytes and throughput.
    A kernel's *bound* is the largest of those utilisations.
-2. ``critscale.kernels.<COUNTS_HOOK>(kind, n_beta=..., n_t=...)`` when the kernel package provides it
-   (static instruction counts per pipe of the compiled code): recorded as it returns them.
+2. ``critscale.kernels.sass``: every kernel one call launches at the grid, compiled by this machine's Triton
+   for sm_90a and disassembled; instructions per score and pipe of its hot loop, the floor in clocks per
+   score of each pipe and the bound pipe (the largest floor, instruction issue included).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from pathlib import Path
 
 from .env import ROOT
 
-COUNTS_HOOK = "instruction_counts"  # the kernel package's hook for compiled-code counts, if it has one
 NVTX_RANGE = "critscale_measure"
 METRICS = (
     "gpu__time_duration.sum",
@@ -167,18 +167,25 @@ def _kind_module(kind: str) -> str:
     return KINDS[kind].module
 
 
-def compiled_code_counts(kind: str, n_beta: int, n_t: int) -> dict:
-    """The kernel package's static instruction counts, if it provides the hook."""
-    import critscale.kernels as ck
+def compiled_code_counts(kind: str, beta, t) -> dict:
+    """Instructions per score and pipe of the code this machine's Triton compiles for the kind's kernels at
+    the grid (``critscale.kernels.sass``: sm_90a, ``cuobjdump``), with each kernel's floor and bound pipe."""
+    from critscale.kernels import sass
 
-    hook = getattr(ck, COUNTS_HOOK, None)
-    if hook is None:
-        return {"status": f"not measured: critscale.kernels has no {COUNTS_HOOK}() hook"}
-    return {"status": "ok", "source": f"critscale.kernels.{COUNTS_HOOK}", "counts": hook(kind, n_beta=n_beta, n_t=n_t)}
+    specs = sass.launch_specs(kind, beta, t)
+    kernels = []
+    for spec, count in zip(specs, sass.run(specs)):
+        bound = count.bound()
+        kernels.append({"kernel": count.kernel, "pass": spec["pass_"], "chunk": spec["chunk"], "block": count.block,
+                        "registers": count.registers, "local_memory_instructions": count.local_memory_instructions,
+                        "per_score": count.per_score, "floor_clocks_per_score": count.floor_clocks_per_score,
+                        "bound": {"by": bound, "clocks_per_score": count.floor_clocks_per_score[bound]}})
+    return {"status": "ok", "source": f"critscale.kernels.sass (sm_{sass.ARCH}a, the Triton of this machine)",
+            "kernels": kernels}
 
 
 def measure(run, sizes, kinds, grid: str = "grid32") -> dict:
-    """Counters of every kind: ncu where it is installed, the compiled-code hook where it exists."""
+    """Counters of every kind: ncu where it is installed, and the instruction counts of the compiled code."""
     from .table import grid_values
 
     beta, t = grid_values(grid, run.mode)
@@ -186,10 +193,17 @@ def measure(run, sizes, kinds, grid: str = "grid32") -> dict:
     ncu = shutil.which("ncu")
     metrics, missing = (available_metrics(ncu) if ncu and not run.smoke else ([], []))
     for kind in kinds:
-        rec = {"compiled_code": compiled_code_counts(kind, len(beta), len(t))}
         if run.smoke:
-            rec["ncu"] = {"status": "not measured: CPU smoke run (no CUDA kernels to profile)"}
-        elif run.over_budget():
+            out[kind] = {"compiled_code": {"status": "not measured: the CPU smoke run compiles nothing for sm_90a "
+                                                     "(tests/test_kernels_sass.py and chapter 12's record do)"},
+                         "ncu": {"status": "not measured: CPU smoke run (no CUDA kernels to profile)"}}
+            continue
+        rec = {}
+        try:
+            rec["compiled_code"] = compiled_code_counts(kind, beta, t)
+        except Exception as exc:  # recorded, never silent (ptxas or cuobjdump missing, a Triton API change)
+            rec["compiled_code"] = {"status": f"error: {type(exc).__name__}: {str(exc)[:300]}"}
+        if run.over_budget():
             rec["ncu"] = {"status": f"not measured: time budget of {run.budget_s:.0f} s spent"}
         elif not ncu:
             rec["ncu"] = {"status": "not measured: ncu is not on the PATH of this machine"}

@@ -49,6 +49,8 @@ def is_cuda_case(test: str) -> bool:
     return "[" in test and "cuda" in test.rsplit("[", 1)[1].rstrip("]").split("-")
 
 
+TESTS_MIN_S = 120  # the tests' time limit is what is left of the budget, but never less than this
+
 SMOKE_SKIP = "skipped: the smoke run has no CUDA device (the interpreter cases of these tests run in make test)"
 
 
@@ -65,7 +67,13 @@ def run_tests(run) -> str:
         if run.quick:
             args += ["-m", "gpu"]
         cmd = [sys.executable, str(ROOT / "scripts" / "gpu_results.py"), "--pytest-child", *args]
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+        limit = max(TESTS_MIN_S, run.budget_s - run.elapsed())  # a hung test must not take the whole session
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            proc = subprocess.CompletedProcess(cmd, returncode=-1, stdout=out + f"\n[timed out after {limit:.0f} s]",
+                                               stderr="")
         log = proc.stdout + "\n--- stderr ---\n" + proc.stderr
         (Path(run.out) / "kernels_tests.log").write_text(log)
         summary = {"returncode": proc.returncode, "command": " ".join(["pytest", *args[:4], *files]), "files": files}

@@ -63,6 +63,30 @@ def device_state() -> dict:
     return {"source": "unavailable", "reason": "; ".join(errors), **stamp}
 
 
+def max_sm_clock_mhz() -> float | None:
+    """The SM clock the device may reach (``clocks.max.sm``), in MHz; ``None`` when it cannot be read.
+
+    Floors in clock cycles become seconds at this clock: the fewest seconds the cycles can take."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return float(pynvml.nvmlDeviceGetMaxClockInfo(pynvml.nvmlDeviceGetHandleByIndex(0), pynvml.NVML_CLOCK_SM))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no pynvml or no driver: nvidia-smi below, else None (the record says so)
+        pass
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+        return float(out.strip().splitlines()[0])
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return None
+
+
 def _driver() -> str:
     if not shutil.which("nvidia-smi"):
         return "none (no nvidia-smi)"
@@ -89,6 +113,7 @@ def provenance(run, section_start: float, script: str = "scripts/gpu_results.py"
         "driver": _driver() if cuda else "none (CPU smoke run)",
         "cuda": torch.version.cuda,
         "multiprocessors": getattr(props, "multi_processor_count", None),
+        "max_sm_clock_mhz": max_sm_clock_mhz() if cuda else None,
         "memory_gib": round(props.total_memory / 2**30, 1) if props else None,
         "versions": versions,
         "commit": prov.git_commit(),

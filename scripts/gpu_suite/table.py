@@ -47,10 +47,15 @@ class Grid:
     t: tuple[float, ...]
 
 
+THRESHOLDS64 = (0.0,) + tuple(np.geomspace(1e-3, 20.0, 63).tolist())
+# grid32: 32 betas 0.05 * 2^{k/8}, a doubling grid: 8 chains of the beta ladder, so 8 exp2 per score serve
+# every beta and every sum p^2 (critscale.kernels.ladder).  grid32-geo: the 32 betas of the runs before the
+# ladder (geometric from 0.05 to 50, ratio 1.25, no doubling pairs: 32 exp2 per score, each squared once for
+# sum p^2, in four pass-2 chunks), for comparison with the recorded runs of that grid.
 GRIDS = {g.name: g for g in (
-    Grid("grid32", tuple(np.geomspace(0.05, 50.0, 32).tolist()),
-         (0.0,) + tuple(np.geomspace(1e-3, 20.0, 63).tolist())),
+    Grid("grid32", tuple((0.05 * 2.0 ** (np.arange(32) / 8)).tolist()), THRESHOLDS64),
     Grid("grid1", (1.0,), (1.0,)),
+    Grid("grid32-geo", tuple(np.geomspace(0.05, 50.0, 32).tolist()), THRESHOLDS64),
 )}
 
 
@@ -100,6 +105,7 @@ BLOCKS = (
     Block("qk", "grid32", ("kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop", "sdpa-route")),
     Block("qk", "grid1", ("kernel", "sdpa-lse")),
     Block("sampled", "grid32", ("kernel", "compile")),
+    Block("scores", "grid32-geo", ("kernel",)),  # last: the first block the time budget drops
 )
 
 
@@ -111,6 +117,7 @@ class Sizes:
     d: int
     kernel_n: dict  # kind -> n values of the grid32 block (the kernel at every one)
     grid1_n: tuple[int, ...]
+    geo_n: tuple[int, ...]  # n of the grid32-geo block (the kernel only)
     baseline_n: tuple[int, ...]  # baselines run at these n only (and only where the kernel does)
     impl_max_n: dict = field(default_factory=dict)  # impl -> largest n it is timed at
     rows_at_n: dict = field(default_factory=dict)  # n -> rows, where fewer rows than ``rows`` are used
@@ -120,21 +127,24 @@ class Sizes:
 
 
 SIZES = {
+    # sized for one device command (scripts/gpu_session.sh): the kernels at 2^12 (fixed costs), 2^16 and 2^20
+    # (the size of the design goals), sampled also at 2^24; the baselines where they finish in seconds
     "full": Sizes(rows=4096, d=64,
-                  kernel_n={"scores": (2**12, 2**14, 2**16, 2**18, 2**20),
-                            "qk": (2**12, 2**14, 2**16, 2**18, 2**20, 2**22),
-                            "sampled": (2**12, 2**16, 2**20, 2**24)},
-                  grid1_n=(2**12, 2**16, 2**20), baseline_n=(2**12, 2**16, 2**20),
-                  impl_max_n={"eager": 2**16}, rows_at_n={2**24: 256}),
+                  kernel_n={"scores": (2**12, 2**16, 2**20), "qk": (2**12, 2**16, 2**20),
+                            "sampled": (2**12, 2**20, 2**24)},
+                  grid1_n=(2**12, 2**20), geo_n=(2**20,), baseline_n=(2**12, 2**16, 2**20),
+                  impl_max_n={"eager": 2**16, "compile-max-autotune": 2**16, "compile-beta-loop": 2**16},
+                  rows_at_n={2**24: 256}, reference_scores=2**21),
     "quick": Sizes(rows=4096, d=64,
                    kernel_n={"scores": (2**12, 2**16), "qk": (2**12, 2**16), "sampled": (2**12, 2**16)},
-                   grid1_n=(2**16,), baseline_n=(2**16,), impl_max_n={"eager": 2**12},
+                   grid1_n=(2**16,), geo_n=(2**16,), baseline_n=(2**16,), impl_max_n={"eager": 2**12},
                    timing_budget_s=0.1),
     "smoke": Sizes(rows=8, d=16, kernel_n={"scores": (256,), "qk": (128,), "sampled": (256,)},
-                   grid1_n=(256,), baseline_n=(128, 256), reference_scores=2**12, counters_n=256,
+                   grid1_n=(256,), geo_n=(256,), baseline_n=(128, 256), reference_scores=2**12, counters_n=256,
                    timing_budget_s=0.0),
 }
-SMOKE_GRIDS = {"grid32": (4, 4), "grid1": (1, 1)}  # (n_beta, n_t) kept from each grid in smoke mode
+# (n_beta, n_t) kept from each grid in smoke mode
+SMOKE_GRIDS = {"grid32": (4, 4), "grid1": (1, 1), "grid32-geo": (4, 4)}
 
 
 def grid_values(grid: str, mode: str) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +160,7 @@ def grid_values(grid: str, mode: str) -> tuple[np.ndarray, np.ndarray]:
 
 def points(block: Block, sizes: Sizes) -> list[tuple[int, tuple[str, ...]]]:
     """``[(n, impls timed at n)]`` of a block: the kernel at every n, each baseline where the table allows."""
-    ns = sizes.kernel_n[block.kind] if block.grid == "grid32" else sizes.grid1_n
+    ns = {"grid32": sizes.kernel_n[block.kind], "grid1": sizes.grid1_n, "grid32-geo": sizes.geo_n}[block.grid]
     out = []
     for n in ns:
         impls = tuple(i for i in block.impls

@@ -1,0 +1,95 @@
+"""Chapter 12 (kernels): the live checks it records, and the compiled-code record its prose reads.
+
+The ``book`` tests read ``build/results/ci/12_kernels.json`` written by `make test`'s ci build; the record
+tests read ``results/sass/kernels_sass.json`` (``make sass-record``) and need no build.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SASS = ROOT / "results" / "sass" / "kernels_sass.json"
+
+
+@pytest.fixture(scope="module")
+def sass():
+    return json.loads(SASS.read_text())
+
+
+@pytest.mark.book
+def test_live_checks_find_no_violation(ci_results):
+    """Counts equal cs.gap_counts, the kappa bracket contains the exact kappa, and the bracket on a covering
+    geometric grid is within its proved factor: a kernel that counted a masked entry, dropped the tied
+    maximum's multiplicity or widened the bracket records a violation here."""
+    v = ci_results("12_kernels")["values"]
+    assert v["count_mismatch"] == 0
+    assert v["bracket_violations"] == 0
+    assert v["factor_violations"] == 0
+    assert 1.0 <= v["factor_worst"] <= v["factor_ratio"] * (1 + 1e-9)
+    assert v["sampled_identical_scores"] == "bit-identical"
+
+
+@pytest.mark.book
+def test_live_errors_within_the_derived_fp32_budget(ci_results):
+    """log Z, H and sum p^2 of fp32 scores within 1e-5 (critscale.kernels.testing), and the ladder's grid within
+    the budget plus the squaring bound; a ladder that squared the wrong term (an error of order 1) or a
+    fold that lost a tile fails.  The ladder must also save exponentials: fewer than one per beta."""
+    v = ci_results("12_kernels")["values"]
+    assert v["worst_fp32_rel_error"] <= 1e-5
+    assert v["ladder_err"] <= v["ladder_tol"] <= 2e-5
+    assert v["ladder_exp2"] < v["ladder_betas"]
+
+
+@pytest.mark.book
+def test_floors_glued_agree_with_the_record_and_the_goals(ci_results, sass):
+    """The chapter's verdicts are those of its numbers (a verdict glued from a stale comparison would say
+    'above' for a floor below its goal), and the exercise's plan is the ladder's plan."""
+    from critscale.kernels import ladder
+
+    v = ci_results("12_kernels")["values"]
+    assert v["verdict_scores32"] == ("within" if v["floor_scores32_ms"] <= v["goal_scores32_ms"] else "above")
+    assert v["verdict_scores1"] == ("within" if v["floor_scores1_ms"] <= v["goal_scores1_ms"] else "above")
+    assert v["verdict_qk"].startswith("within") == (v["floor_qk_ms"] <= v["goal_qk_ms"])
+    assert v["two_reads_ms"] > v["goal_scores1_ms"]  # the prose: no instruction count can meet the one-beta goal
+    assert v["exercise_exp2"] == ladder.beta_plan(0.05 * 2.0 ** (np.arange(32) / 4)).exp2_per_score
+
+
+def test_sass_record_is_of_the_current_kernels_and_grids(sass):
+    """The record's source hashes are those of this tree and its grids are the benchmark's: a change to the
+    kernels or to the grids without `make sass-record` fails here (the chapter's page says so in words)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gpu_suite import table
+
+    stale = [f for f, h in sass["provenance"]["sources"].items()
+             if hashlib.sha256((ROOT / f).read_bytes()).hexdigest() != h]
+    assert not stale, f"results/sass/kernels_sass.json predates changes to {stale}: run `make sass-record`"
+    for name, grid in sass["grids"].items():
+        assert grid == {"beta": list(table.GRIDS[name].beta), "t": list(table.GRIDS[name].t)}, name
+
+
+def test_sass_record_supports_the_chapters_statements(sass):
+    """What the chapter states about the compiled code, checked on the record it reads: every pass 2 on the
+    32-value grid bound by issue, with its MUFU floor below the issue floor (the ladder removed the exp2
+    bottleneck); every pass 1 bound by the ALU; no warp shuffle in a pass-2 loop and no local memory; the
+    thresholds the largest share of pass 2 of stored scores."""
+    for kind, grids in sass["kinds"].items():
+        for grid, rec in grids.items():
+            for k in rec["kernels"]:
+                assert k["local_memory_instructions"] == 0, (kind, grid, k["kernel"])
+                if k["pass"] == 1:
+                    assert k["bound"] == "ALU", (kind, grid)
+                else:
+                    assert k["per_score"].get("SHFL", 0.0) == 0.0, (kind, grid)
+                if k["pass"] == 2 and grid == "grid32":
+                    fl = k["floor_clocks_per_score"]
+                    assert k["bound"] == "issue" and fl["MUFU"] < fl["issue"], (kind, fl)
+    m = sass["kinds"]["scores"]["grid32"]["marginal"]
+    pass2 = sass["kinds"]["scores"]["grid32"]["kernels"][1]["per_score"]["total"]
+    assert m["first_chunk_thresholds"] * m["per_threshold"] > m["first_chunk_roots"] * m["per_root"]
+    assert m["first_chunk_thresholds"] * m["per_threshold"] + m["first_chunk_roots"] * m["per_root"] <= pass2
