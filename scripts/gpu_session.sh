@@ -8,7 +8,9 @@
 #    OUT_DIR/gpu_results.tar.gz; it starts no new benchmark point after GPU_RESULTS_BUDGET_S (290 s).
 # 2. scripts/gpu_book.sh: every notebook in the gpu profile, chapters in parallel, all done by
 #    GPU_SESSION_S (570 s) after the start: OUT_DIR/gpu_book.tar.gz and OUT_DIR/gpu_book.log.
-# GPU_SESSION_PARTS=results or =book runs one part only (default results,book).
+# GPU_SESSION_PARTS=results or =book runs one part only (default results,book).  GPU_SESSION_PARTS=gpt2 runs
+# scripts/gpu_gpt2_session.sh instead (the attention diagnostic's GPU run, about 7 minutes: a command of its own;
+# its header says how SmolLM2's weights get there).
 # OUT_DIR/gpu_session.log is the whole log.  Back here: tar -xzf gpu_results.tar.gz -C results/gpu, and
 # make gpu-book-import TAR=gpu_book.tar.gz.  Needs the wheelhouse in .whl/ (make gpu-wheelhouse).
 set -uo pipefail
@@ -33,6 +35,9 @@ if [[ ,$PARTS, == *,results,* ]]; then
 fi
 if [[ ,$PARTS, == *,book,* ]]; then
   GPU_BOOK_DEADLINE=$(( START + ${GPU_SESSION_S:-570} )) bash scripts/gpu_book.sh "$OUT" gpu || status=1
+fi
+if [[ ,$PARTS, == *,gpt2,* ]]; then
+  bash scripts/gpu_gpt2_session.sh run "$OUT" || status=1
 fi
 echo "[gpu_session] done in $(( $(date +%s) - START )) s, status $status"
 exit $status

@@ -175,6 +175,7 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
     finally:
         if bar is not None:
             bar.close()
+    diag.meta["text_loss"] = source.loss.as_dict()
     return diag
 
 
