@@ -19,13 +19,15 @@ from .figures import LAW_COLORS
 from .laws import LAWS
 from .pipeline import Diagnosis
 from .report import REGIMES
-from .summary import REFERENCE_NULL
+from .summary import BEYOND_Z, REFERENCE_NULL  # noqa: F401  (BEYOND_Z: for pages that state the test)
 
 
-def _reference(diag: Diagnosis) -> pd.Series:
-    nulls = diag.nulls.set_index("unit")
+def _reference(diag: Diagnosis, required: bool = True) -> pd.Series | None:
+    nulls = diag.nulls.set_index("unit") if "unit" in diag.nulls else pd.DataFrame()
     if REFERENCE_NULL not in nulls.index:
-        raise ValueError(f"the diagnosis has no {REFERENCE_NULL} null: nothing to compare its heads with")
+        if required:
+            raise ValueError(f"the diagnosis has no {REFERENCE_NULL} null: nothing to compare its heads with")
+        return None
     return nulls.loc[REFERENCE_NULL]
 
 
@@ -58,6 +60,24 @@ def summary_line(model: str, diag: Diagnosis) -> dict:
         line.update(nats_per_token=float(meta["text_loss"]["nats_per_token"]),
                     bits_per_byte=float(meta["text_loss"]["bits_per_byte"]))
     return line
+
+
+def model_facts(name: str, loaded, diag: Diagnosis, training: str) -> dict:
+    """One line of the models table: what the model is (shape, size, tokenizer, weights, training) and
+    its next-token loss on the windows the diagnostic read."""
+    from critscale.models import ByteTokenizer
+
+    shape = loaded.shape
+    heads = f"{shape.n_layers} x {shape.n_heads}" + (f" ({shape.n_kv_heads} key/value)"
+                                                     if shape.n_kv_heads != shape.n_heads else "")
+    tokenizer = ("bytes (256)" if isinstance(loaded.tokenizer, ByteTokenizer) else
+                 f"its own, {len(loaded.tokenizer):,} tokens")
+    loss = diag.meta["text_loss"]
+    return {"model": name, "architecture": type(loaded.model).__name__, "layers x heads": heads,
+            "\\(d_h\\)": shape.head_dim, "width": shape.width, "context": shape.context,
+            "parameters": f"{sum(p.numel() for p in loaded.model.parameters()):,}", "tokenizer": tokenizer,
+            "training": training, "nats per token": round(float(loss["nats_per_token"]), 3),
+            "bits per byte": round(float(loss["bits_per_byte"]), 3)}
 
 
 def _pair(value: float, null: float, digits: int = 3) -> str:
@@ -107,7 +127,8 @@ PANELS = (("p_max", "$p_{\\max}$ at the model's $\\beta$", True),
 def compare_figure(diags: dict[str, Diagnosis], *, seed: int = 0):
     """One dot per head and model for four statistics, the model's Gaussian null as a black bar.
 
-    For gamma the bar spans the null's 95% interval; for the others it marks the null's value.
+    For gamma the bar spans the null's 95% interval; for the others it marks the null's value (no bar
+    for a diagnosis without nulls, such as a run recorded before the calibrated pipeline).
     Dots are coloured by the head's law of log N(t); their horizontal spread is random (jitter).  A model's
     name is broken into two lines at its first space.
     """
@@ -118,10 +139,12 @@ def compare_figure(diags: dict[str, Diagnosis], *, seed: int = 0):
     names = list(diags)
     for ax, (column, title, log) in zip(axes.ravel(), PANELS):
         for i, name in enumerate(names):
-            h, ref = diags[name].heads, _reference(diags[name])
+            h, ref = diags[name].heads, _reference(diags[name], required=False)
             x = i + rng.uniform(-0.28, 0.28, len(h))
             values = h[column].to_numpy(dtype=float)
             ax.scatter(x, values, s=7, alpha=0.6, linewidths=0, c=[LAW_COLORS[lw] for lw in h["law"]])
+            if ref is None:
+                continue
             if column == "gamma" and np.isfinite(ref["gamma_low"]):
                 ax.plot([i, i], [ref["gamma_low"], ref["gamma_high"]], color="k", lw=2.5)
             ax.plot([i - 0.38, i + 0.38], [ref[column]] * 2, color="k", lw=1.6)
@@ -181,3 +204,49 @@ def from_record(entry: dict) -> Diagnosis:
     return Diagnosis(frames["heads"], frames["nulls"], frames["bins"], frames["entropy_curves"], frames["profiles"],
                      meta=_restore(dict(entry["meta"], text_loss=entry["text_loss"])))
 
+
+RECORDED_LABELS = {"smollm2": "SmolLM2 135M", "trained": "GPT-2-small trained", "step0": "GPT-2-small step 0"}
+
+
+def recorded_diagnoses(data: dict) -> dict[str, Diagnosis]:
+    """The diagnoses of a recorded GPU run (``gpt2_small_diagnostic.json``), labelled for a page."""
+    models = data["models"]
+    return {RECORDED_LABELS[key]: from_record(models[key]) for key in RECORDED_LABELS if key in models}
+
+
+LEGACY_COLUMNS = {"max_weight_median": "p_max", "first_weight_mean": "first_weight", "entropy_median": "entropy",
+                  "beta_half_median": "beta_half", "c_median": "c",
+                  **{f"gamma{s}": f"gamma_kappa{s}" for s in ("", "_low", "_high")},  # its gamma was kappa's
+                  **{f"gamma16{s}": f"gamma{s}" for s in ("", "_low", "_high")}}
+
+
+def legacy_diagnosis(data: dict) -> Diagnosis:
+    """The per-head table of a run recorded before the calibrated pipeline (``gpt2_small_attention.json``,
+    no null heads), with its columns renamed to this pipeline's, for :func:`compare_figure`."""
+    heads = pd.DataFrame(_restore(data["heads"])).rename(columns=LEGACY_COLUMNS)
+    return Diagnosis(heads, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
+                     meta=_restore(dict(data["diagnose"])))
+
+
+
+def operating_sentence(line: dict) -> str:
+    """The operating point of one model beside its Gaussian null, as a sentence of plain numbers (MyST math)."""
+    return (f"{line['model']}: median $p_{{\\max}}$ {line['p_max']:.3g}, {line['p_max'] / line['p_max_null']:.3g} "
+            f"times its Gaussian null's ({line['p_max_null']:.3g}); entropy {line['entropy']:.2f} nats against the "
+            f"null's {line['entropy_null']:.2f} ($\\log n$ = {line['log_n']:.2f}); $p_{{\\max}}$ reaches 1/2 at "
+            f"{line['beta_half']:.3g} times the model's own $\\beta$ (null: {line['beta_half_null']:.3g}); under "
+            f"$c = 1/\\beta_{{1/2}}$, {line['subcritical_half']} subcritical, {line['crossover_half']} crossover and "
+            f"{line['supercritical_half']} supercritical heads.")
+
+
+def beyond_sentence(line: dict, min_windows: int) -> str:
+    """What one model shows beyond its Gaussian null, as a sentence of plain numbers (MyST math)."""
+    text = (f"{line['model']}: {line['beyond']} of {line['heads']} heads beyond the null ({line['beyond_shares']} by "
+            f"their law shares, {line['beyond_gamma']} by $\\gamma$); {line['sink_heads']} sink heads; median weight "
+            f"on the first key {line['first_weight']:.2g} (null {line['first_weight_null']:.2g}); median $\\gamma$ "
+            f"{line['gamma']:.2f} against the null's {line['gamma_null']:.2f} [{line['gamma_null_low']:.2f}, "
+            f"{line['gamma_null_high']:.2f}].")
+    if not line["intervals"]:
+        text += (f" With {line['windows']} windows, fewer than {min_windows}, no interval is given, so no head "
+                 "can be flagged.")
+    return text
