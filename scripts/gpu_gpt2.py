@@ -30,8 +30,8 @@ digits) and ``gpt2_small_diagnostic_summary.txt``.  No weights are kept.
 
 Expected wall time on an H200 with ``--minutes 3``: about 7 minutes (start-up and corpus 0.5, step-0
 1.5 with the kernel's compilation, training 3 and its diagnosis 0.5, SmolLM2 1.5); measured times are
-in the file.  ``--smoke`` runs tiny models (and SmolLM2 at 128 tokens) on the CPU, to check the
-script without a GPU.
+in the file.  ``--smoke`` runs tiny GPT-2 models on 8 windows and SmolLM2 on one window of 128 tokens,
+with four nulls, on the CPU, to check the script without a GPU (its numbers mean nothing).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib.util
+from importlib import metadata
 import json
 import os
 import platform
@@ -153,8 +154,8 @@ class ResultFile:
                     "numpy": np.__version__, "python": platform.python_version()}
         for name in ("triton", "gguf"):
             try:
-                versions[name] = __import__(name).__version__
-            except (ImportError, AttributeError):
+                versions[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
                 versions[name] = "not installed"
         self.out, self.wall_start, self.summaries = out, wall_start, []
         self.data = {
@@ -222,12 +223,12 @@ def main(argv=None) -> int:
     print(corpus.describe(), f"({time.perf_counter() - t0:.1f} s)", flush=True)
     if args.smoke:
         shape = dict(n_layer=2, n_head=4, n_embd=64, n_positions=128, batch_size=8, lr=3e-3, warmup_steps=5)
-        windows, smollm2_len, minutes = min(args.windows, 8), 128, min(args.minutes, 0.05)
+        windows, smollm2_len, smollm2_windows, minutes = min(args.windows, 8), 128, 1, min(args.minutes, 0.05)
     else:
         shape = dict(n_layer=args.layers, n_head=args.heads, n_embd=args.width, n_positions=args.context,
                      batch_size=args.batch, lr=args.lr, warmup_steps=100, weight_decay=0.1, log_every=25,
                      eval_batches=16)
-        windows, smollm2_len, minutes = args.windows, args.smollm2_len, args.minutes
+        windows, smollm2_len, smollm2_windows, minutes = args.windows, args.smollm2_len, args.windows, args.minutes
     results = ResultFile(out, args, device, corpus, wall_start)
     expected = list(MODELS if smollm2 is not None else MODELS[:2])
     held_bytes = byte_tokens(corpus.heldout)
@@ -258,7 +259,7 @@ def main(argv=None) -> int:
         load_seconds = time.perf_counter() - t1
         print(f"smollm2: {loaded.describe()} ({load_seconds:.0f} s)", flush=True)
         tokens = loaded.tokenizer.encode(corpus.heldout.decode("utf-8"))
-        count = min(windows, len(tokens) // smollm2_len)
+        count = min(smollm2_windows, len(tokens) // smollm2_len)
         t1 = time.perf_counter()
         diag, kernel_error = _diagnose(loaded, tokens, args, windows=count, length=smollm2_len, device=device)
         entry = _record(diag, loaded, kernel_error, time.perf_counter() - t1)

@@ -276,13 +276,10 @@ PLACEHOLDER_PENDING = {stem: f"chapter {stem[:2]} shows the parameter names {nam
                            "05_ladder": "bootstrap, fit_min_n, ladder_n, ladder_rows",
                            "06_gumbel_window": "limit_k_max, rows",
                            "07_weibull_window": "K_values, limit_k_max, limit_size, truncation_tolerance",
-                           "08_planted_window": "exact_n, rhos",
-                           "13_gpt2_attention": "model"}.items()}
+                           "08_planted_window": "exact_n, rhos"}.items()}
 CAPTION_PENDING = {
     "06_gumbel_window": "chapter 06 shows its GPU figure gumbel_collapse_gpu_fig as a cell output, without a "
                         "captioned {glue:figure}",
-    "13_gpt2_attention": "chapter 13 shows its GPU figure gpt2_gpu_fig as a cell output, without a captioned "
-                         "{glue:figure}",
 }
 FIGURE_TEXT_PENDING = {stem: f"chapter {stem[:2]}: legends or labels below 9 pt at page width ({sizes}); the "
                              "authors resize the figure or its text"
@@ -290,15 +287,14 @@ FIGURE_TEXT_PENDING = {stem: f"chapter {stem[:2]}: legends or labels below 9 pt 
                            "01_definitions": "7.8 pt", "02_free_energy": "6.7 pt", "03_collapse_and_spreading": "7.0 pt",
                            "04_critical_temperatures": "6.1 pt", "05_ladder": "4.5 pt", "06_gumbel_window": "5.4 pt",
                            "07_weibull_window": "4.5 pt", "08_planted_window": "5.1 pt", "09_legendre_entropy": "4.6 pt",
-                           "10_rescaling_rules": "4.9 pt", "11_dimension_crossover": "7.3 pt", "12_kernels": "4.2 pt",
-                           "13_gpt2_attention": "4.3 pt"}.items()}
+                           "10_rescaling_rules": "4.9 pt", "11_dimension_crossover": "7.3 pt", "12_kernels": "4.2 pt"
+                           }.items()}
 MAINTAINER_PENDING = {
     "05_ladder": "chapter 05 shows the recorded key `ladder_n` (also a parameter name) in its prose",
     "08_planted_window": "chapter 08 shows the recorded key `c_half` in its prose",
 }
 SUMMARY_PENDING = {
     "12_kernels": "chapter 12 has no summary box yet (the kernels chapter's authors write it)",
-    "13_gpt2_attention": "chapter 13 has no summary box yet (the diagnostic chapter's authors write it)",
 }
 _ORDER = ("its sections exist, but the recorded numbers come before 'where it stops' and are not "
           "folded: the authors move reader-facing numbers into the prose and fold the rest last")

@@ -5,9 +5,8 @@ model's logit spread and has its head dimension), so each line compares a model 
 without structure *of the same scale*, never with another model's null.  :func:`summary_line`
 collects what a reader compares across models; :func:`operating_table` and :func:`null_table` put
 it in two tables (the operating point first, because it does not depend on how kappa is defined);
-:func:`compare_figure` and :func:`entropy_figure` draw it.  :func:`from_record` rebuilds a
-:class:`.pipeline.Diagnosis` from an entry of a recorded GPU run (``scripts/gpu_gpt2.py``), so a
-recorded run goes through the same tables and figures.
+:func:`compare_figure` and :func:`entropy_figure` draw it.  A recorded GPU run goes through the same
+tables and figures after :mod:`.recorded` has rebuilt its diagnoses.
 """
 
 from __future__ import annotations
@@ -118,6 +117,17 @@ def null_table(lines: list[dict]) -> pd.DataFrame:
                                                                f"{l['beyond']}"} for l in lines])
 
 
+def nulls_table(diag: Diagnosis) -> pd.DataFrame:
+    """The null heads of a diagnosis: construction, law by construction and law read, shares, gamma, exact slope."""
+    n = diag.nulls
+    return pd.DataFrame({
+        "null": n["unit"], "construction": n["description"], "law by construction": n["known_law"],
+        "law read": n["law"], "step rows": n["rows_step"], "power rows": n["rows_power"],
+        "\\(\\gamma\\) [95%]": [f"{g:.2f} [{lo:.2f}, {hi:.2f}]" for g, lo, hi in
+                                zip(n["gamma"], n["gamma_low"], n["gamma_high"])],
+        "exact \\(\\bar\\kappa_n\\) slope": n["gamma_exact"]})
+
+
 PANELS = (("p_max", "$p_{\\max}$ at the model's $\\beta$", True),
           ("first_weight", "weight on the first key", True),
           ("rows_step", "share of step rows", False),
@@ -184,49 +194,6 @@ def entropy_figure(diags: dict[str, Diagnosis]):
     axes[0][0].set_ylabel("median entropy $H$ (nats)")
     fig.tight_layout()
     return fig
-
-
-def _restore(value):
-    """JSON has no inf or NaN: the recorded files store them as the strings 'inf', '-inf', 'nan'."""
-    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
-        return float(value)
-    if isinstance(value, dict):
-        return {k: _restore(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_restore(v) for v in value]
-    return value
-
-
-def from_record(entry: dict) -> Diagnosis:
-    """A :class:`.pipeline.Diagnosis` from one model's entry of ``gpt2_small_diagnostic.json``."""
-    frames = {key: pd.DataFrame(_restore(entry[key])) for key in ("heads", "nulls", "bins", "entropy_curves",
-                                                                   "profiles")}
-    return Diagnosis(frames["heads"], frames["nulls"], frames["bins"], frames["entropy_curves"], frames["profiles"],
-                     meta=_restore(dict(entry["meta"], text_loss=entry["text_loss"])))
-
-
-RECORDED_LABELS = {"smollm2": "SmolLM2 135M", "trained": "GPT-2-small trained", "step0": "GPT-2-small step 0"}
-
-
-def recorded_diagnoses(data: dict) -> dict[str, Diagnosis]:
-    """The diagnoses of a recorded GPU run (``gpt2_small_diagnostic.json``), labelled for a page."""
-    models = data["models"]
-    return {RECORDED_LABELS[key]: from_record(models[key]) for key in RECORDED_LABELS if key in models}
-
-
-LEGACY_COLUMNS = {"max_weight_median": "p_max", "first_weight_mean": "first_weight", "entropy_median": "entropy",
-                  "beta_half_median": "beta_half", "c_median": "c",
-                  **{f"gamma{s}": f"gamma_kappa{s}" for s in ("", "_low", "_high")},  # its gamma was kappa's
-                  **{f"gamma16{s}": f"gamma{s}" for s in ("", "_low", "_high")}}
-
-
-def legacy_diagnosis(data: dict) -> Diagnosis:
-    """The per-head table of a run recorded before the calibrated pipeline (``gpt2_small_attention.json``,
-    no null heads), with its columns renamed to this pipeline's, for :func:`compare_figure`."""
-    heads = pd.DataFrame(_restore(data["heads"])).rename(columns=LEGACY_COLUMNS)
-    return Diagnosis(heads, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
-                     meta=_restore(dict(data["diagnose"])))
-
 
 
 def operating_sentence(line: dict) -> str:
