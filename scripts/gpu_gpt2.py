@@ -26,7 +26,8 @@ written as soon as it is done, so a run stopped early keeps what it finished:
 Writes ``gpt2_small_diagnostic.json`` (provenance: device, driver, versions, commit, date, wall time;
 per model: description, training log, next-token loss on the windows read, timings, per-head table,
 null table, per-length medians, entropy curves of the longest rows, profiles; floats to 6 significant
-digits) and ``gpt2_small_diagnostic_summary.txt``.  No weights are kept.
+digits) and ``gpt2_small_diagnostic_summary.txt``.  No weights are kept.  On the GPU a model whose
+diagnosis fails is recorded with its error (``errors``; ``complete`` stays false) and the next model runs.
 
 Expected wall time on an H200 with ``--minutes 3``: about 7 minutes (start-up and corpus 0.5, step-0
 1.5 with the kernel's compilation, training 3 and its diagnosis 0.5, SmolLM2 1.5); measured times are
@@ -96,31 +97,23 @@ def _check_smollm2(source: str) -> Path | None:
     return path
 
 
-def _diagnose(loaded, tokens, args, *, windows: int, length: int, device: str) -> tuple[object, str | None]:
-    """The diagnosis with the kernel on CUDA; if the kernel fails, the float64 reference, and the error."""
+def _diagnose(loaded, tokens, args, *, windows: int, length: int):
+    """The diagnosis: the fused kernel on CUDA (``backend="auto"``), the float64 reference on a CPU."""
     from critscale.diagnostic import diagnose_model
 
     options = dict(max_len=length, max_windows=windows, seed=args.seed)
     if args.smoke:
         options.update(nulls=("gauss_qk", "sink_qk", "ptail1", "logexp"), null_windows=8)
-    try:
-        return diagnose_model(loaded, tokens, backend="auto", **options), None
-    except Exception as err:  # recorded in the results, never silent: the GPU time is too scarce to lose
-        if device != "cuda":
-            raise
-        error = f"{type(err).__name__}: {err}"
-        print(f"WARNING: the kernel backend failed ({error}); rerunning with the float64 reference",
-              file=sys.stderr, flush=True)
-        return diagnose_model(loaded, tokens, backend="reference", **options), error
+    return diagnose_model(loaded, tokens, backend="auto", **options)
 
 
-def _record(diag, loaded, kernel_error, seconds: float) -> dict:
+def _record(diag, loaded, seconds: float) -> dict:
     """One model's entry of the result file: what it is, how long its diagnosis took, and every table."""
     from critscale.diagnostic.report import law_counts, regime_counts
 
     longest = diag.curves[diag.curves["level"] == diag.curves["level"].max()]  # the curves at n = T only
     return {"model": loaded.describe(), "checkpoint": loaded.label or loaded.checkpoint,
-            "text_loss": diag.meta["text_loss"], "kernel_error": kernel_error,
+            "text_loss": diag.meta["text_loss"], "backend": diag.meta["backend"],
             "seconds": {"diagnose": round(seconds, 2), "heads": diag.meta["heads_seconds"],
                         "nulls": round(diag.meta["seconds"] - diag.meta["heads_seconds"], 2)},
             "law_counts": law_counts(diag), "regime_counts": regime_counts(diag), "meta": diag.meta,
@@ -168,11 +161,18 @@ class ResultFile:
                 "wall_time_s": 0.0, "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
                 "smoke": bool(args.smoke)},
             "corpus": {"source": corpus.source, "sha256": corpus.sha256, "description": corpus.describe()},
-            "models": {}, "complete": False}
+            "models": {}, "errors": {}, "complete": False}
 
     def add(self, label: str, entry: dict, summary: str) -> None:
         self.data["models"][label] = entry
         self.summaries.append(f"=== {label}: {entry['model']}\n{summary}")
+        self._write()
+
+    def fail(self, label: str, model: str, err: Exception) -> None:
+        """A model whose diagnosis failed: its error goes into the file, and the run goes on."""
+        error = f"{type(err).__name__}: {err}"
+        print(f"ERROR: {label} ({model}) failed: {error}", file=sys.stderr, flush=True)
+        self.data["errors"][label] = {"model": model, "error": error}
         self._write()
 
     def finish(self, expected: list[str]) -> None:
@@ -243,9 +243,14 @@ def main(argv=None) -> int:
                 f"{log['steps']} steps on {corpus.source}, run {cache_key(train_config, corpus)}")
         loaded = LoadedModel(model.eval(), ByteTokenizer(), name, "built in this run", label=name)
         t1 = time.perf_counter()
-        diag, kernel_error = _diagnose(loaded, held_bytes, args, windows=windows, length=train_config.n_positions,
-                                       device=device)
-        entry = _record(diag, loaded, kernel_error, time.perf_counter() - t1)
+        try:
+            diag = _diagnose(loaded, held_bytes, args, windows=windows, length=train_config.n_positions)
+        except Exception as err:  # recorded, never silent: the next model still runs on the scarce GPU time
+            if device != "cuda":
+                raise
+            results.fail(label, name, err)
+            continue
+        entry = _record(diag, loaded, time.perf_counter() - t1)
         entry.update(train_config=train_config.as_dict(), training={
             k: log[k] for k in ("steps", "train_seconds", "loss_curve", "final_train_loss",
                                 "heldout_loss_nats_per_byte", "heldout_bits_per_byte")})
@@ -254,19 +259,25 @@ def main(argv=None) -> int:
         results.add(label, entry, summary)
         del model, loaded, diag
     if smollm2 is not None:
-        t1 = time.perf_counter()
-        loaded = load_model(str(smollm2), device=device)
-        load_seconds = time.perf_counter() - t1
-        print(f"smollm2: {loaded.describe()} ({load_seconds:.0f} s)", flush=True)
-        tokens = loaded.tokenizer.encode(corpus.heldout.decode("utf-8"))
-        count = min(smollm2_windows, len(tokens) // smollm2_len)
-        t1 = time.perf_counter()
-        diag, kernel_error = _diagnose(loaded, tokens, args, windows=count, length=smollm2_len, device=device)
-        entry = _record(diag, loaded, kernel_error, time.perf_counter() - t1)
-        entry.update(load_seconds=round(load_seconds, 1), heldout_tokens=len(tokens))
-        summary = summary_text(diag)
-        print(summary, flush=True)
-        results.add("smollm2", entry, summary)
+        try:
+            t1 = time.perf_counter()
+            loaded = load_model(str(smollm2), device=device)
+            load_seconds = time.perf_counter() - t1
+            print(f"smollm2: {loaded.describe()} ({load_seconds:.0f} s)", flush=True)
+            tokens = loaded.tokenizer.encode(corpus.heldout.decode("utf-8"))
+            count = min(smollm2_windows, len(tokens) // smollm2_len)
+            t1 = time.perf_counter()
+            diag = _diagnose(loaded, tokens, args, windows=count, length=smollm2_len)
+        except Exception as err:  # recorded, as above
+            if device != "cuda":
+                raise
+            results.fail("smollm2", str(smollm2.name), err)
+        else:
+            entry = _record(diag, loaded, time.perf_counter() - t1)
+            entry.update(load_seconds=round(load_seconds, 1), heldout_tokens=len(tokens))
+            summary = summary_text(diag)
+            print(summary, flush=True)
+            results.add("smollm2", entry, summary)
     results.finish(expected)
     print(f"wrote {out / (RESULT_NAME + '.json')} ({results.data['provenance']['wall_time_s']:.0f} s wall)")
     return 0

@@ -10,9 +10,9 @@
 # image lacks) into .smol/b/; .smol/ is excluded from git.  A first call carries .smol/a (command `true`); the next
 # call, on the machine still warm (30 s), carries .smol/b and runs `run`, which joins the parts there and checks
 # the hash.  Without both parts `run` stops before any GPU time is spent, unless GPU_GPT2_SMOLLM2=none.
-# `run` makes critscale importable from a copy of the tree, runs scripts/gpu_gpt2.py --minutes GPU_GPT2_MINUTES
-# (default 3) and packs results/gpu/gpt2_small_diagnostic.json and its summary as OUT_DIR/gpu_gpt2.tar.gz with
-# OUT_DIR/gpu_gpt2.log.  Back here: tar -xzf gpu_gpt2.tar.gz -C results/gpu.
+# `run` makes critscale importable from a copy of the tree and runs scripts/gpu_gpt2.py --minutes GPU_GPT2_MINUTES
+# (default 3) with --out OUT_DIR: OUT_DIR/gpt2_small_diagnostic.json and its _summary.txt (rewritten after every
+# model), and OUT_DIR/gpu_gpt2.log.  Back here: copy the JSON to results/gpu/ (the summary too, if wanted).
 # Expected device time: about 7 minutes for `run` with --minutes 3 (the script's docstring), plus the machine's start.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -69,10 +69,9 @@ run() {
     smollm2="$site/$GGUF_NAME"
   fi
   export PYTHONPATH="$site:$site/wheels${PYTHONPATH:+:$PYTHONPATH}"
-  python3 scripts/gpu_gpt2.py --out results/gpu --minutes "${GPU_GPT2_MINUTES:-3}" --smollm2 "$smollm2" \
+  # written straight into OUT_DIR after every model, so a command stopped at its limit still returns them
+  python3 scripts/gpu_gpt2.py --out "$out" --minutes "${GPU_GPT2_MINUTES:-3}" --smollm2 "$smollm2" \
     ${GPU_GPT2_ARGS:-} || status=1
-  (cd results/gpu && tar -czf "$out/gpu_gpt2.tar.gz" gpt2_small_diagnostic.json gpt2_small_diagnostic_summary.txt) \
-    || status=1
   rm -rf "$site"
   echo "[gpu_gpt2_session] done in $(( $(date +%s) - start )) s, status $status"
   return $status

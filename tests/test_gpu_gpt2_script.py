@@ -39,7 +39,7 @@ def test_smoke_file_holds_every_model_with_its_nulls_timings_and_loss(smoke):
     without its nulls or its timing (the GPU run's speed record), or a loss not measured, fails."""
     data, out = smoke
     expected = ["step0", "trained"] + (["smollm2"] if HAS_SMOLLM2 else [])
-    assert data["complete"] is True and sorted(data["models"]) == sorted(expected)
+    assert data["complete"] is True and data["errors"] == {} and sorted(data["models"]) == sorted(expected)
     assert {"device", "driver", "versions", "commit", "date_utc", "wall_time_s", "command"} <= set(data["provenance"])
     assert data["models"]["step0"]["training"]["steps"] == 0
     assert data["models"]["trained"]["training"]["steps"] >= 1

@@ -70,7 +70,8 @@ def recorded_text(data: dict) -> str:
     text = (f"The run of `scripts/gpu_gpt2.py` recorded at commit `{p['commit']}` on an {p['device']} "
             f"({p['date_utc']}, {p['wall_time_s']:.0f} s in all) read {', '.join(l['model'] for l in lines)} with "
             f"the calibrated pipeline of this page: {models['step0']['meta']['windows']} windows per GPT-2 model, "
-            "the suffix design, every null head, the fused kernel. ")
+            f"the suffix design, {len(models['step0']['meta']['nulls'])} null heads, row statistics by the "
+            f"{'fused q·k kernel' if models['step0']['meta']['backend'] == 'kernel' else 'float64 reference'}. ")
     if "trained" in models:
         t = models["trained"]["training"]
         text += (f"The GPT-2-small shape ({_shape(models['trained']['train_config'])}) was trained for {t['steps']} "
@@ -79,10 +80,15 @@ def recorded_text(data: dict) -> str:
     timing = models["step0"]["seconds"]
     text += (f"The whole diagnosis of its {len(models['step0']['heads'])} heads at step 0, nulls included, took "
              f"{timing['diagnose']:.0f} s, {timing['heads']:.0f} s of it for the heads. ")
-    return text + " ".join(
+    text += " ".join(
         f"{l['model']} ({l['windows']} windows of {l['window_length']} tokens): {l['beyond']} of {l['heads']} heads "
         f"beyond the null, {l['sink_heads']} sink heads, median $p_{{\\max}}$ {l['p_max']:.3g} (null "
         f"{l['p_max_null']:.3g}), median $\\gamma$ {l['gamma']:.2f} (null {l['gamma_null']:.2f})." for l in lines)
+    failed = data.get("errors") or {}
+    if failed or not data.get("complete", False):
+        text += " The run did not complete" + (": " + "; ".join(
+            f"{RECORDED_LABELS.get(k, k)} failed ({v['error']})" for k, v in failed.items()) if failed else "") + "."
+    return text
 
 
 def legacy_text(data: dict, gauss_linear_share: float) -> str:
