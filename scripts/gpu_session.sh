@@ -12,6 +12,8 @@
 #    GPU_SESSION_S (570 s) after the start: OUT_DIR/gpu_book.tar.gz and OUT_DIR/gpu_book.log.  It runs only
 #    when the results part succeeded (else the book would show failed or stale results: the command ends
 #    early, and the session's time goes to a rerun of the results) and GPU_BOOK_MIN_S (200 s) are left.
+# GPU_SESSION_PARTS=gpt2 runs scripts/gpu_gpt2_session.sh instead (the attention diagnostic's GPU run, about
+# 7 minutes: a command of its own; its header says how SmolLM2's weights get there).
 # OUT_DIR/gpu_session.log is the whole log.  Back here: make gpu-import DIR=<the folder with the tarballs>.
 # CRITSCALE_COMMIT is required where the tree has no .git (the GPU machine gets a copy without it): the
 # commit the results are recorded at, which the book's schema check requires to be a plain sha.
@@ -54,6 +56,9 @@ if [[ ,$PARTS, == *,book,* ]]; then
   else
     GPU_BOOK_DEADLINE=$(( START + SESSION_S )) bash scripts/gpu_book.sh "$OUT" gpu || status=1
   fi
+fi
+if [[ ,$PARTS, == *,gpt2,* ]]; then
+  bash scripts/gpu_gpt2_session.sh run "$OUT" || status=1
 fi
 echo "[gpu_session] done in $(elapsed) s, status $status"
 exit $status

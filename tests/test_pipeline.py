@@ -274,26 +274,22 @@ PLACEHOLDER_PENDING = {stem: f"chapter {stem[:2]} shows the parameter names {nam
                            "05_ladder": "bootstrap, fit_min_n, ladder_n, ladder_rows",
                            "06_gumbel_window": "limit_k_max, rows",
                            "07_weibull_window": "K_values, limit_k_max, limit_size, truncation_tolerance",
-                           "08_planted_window": "exact_n, rhos",
-                           "13_gpt2_attention": "model"}.items()}
+                           "08_planted_window": "exact_n, rhos"}.items()}
 CAPTION_PENDING = {
     "06_gumbel_window": "chapter 06 shows its GPU figure gumbel_collapse_gpu_fig as a cell output, without a "
                         "captioned {glue:figure}",
-    "13_gpt2_attention": "chapter 13 shows its GPU figure gpt2_gpu_fig as a cell output, without a captioned "
-                         "{glue:figure}",
 }
 FIGURE_TEXT_PENDING = {stem: f"chapter {stem[:2]}: legends or labels below 9 pt at page width ({sizes}); the "
                              "authors resize the figure or its text"
                        for stem, sizes in {
                            "04_critical_temperatures": "6.1 pt", "05_ladder": "4.5 pt", "06_gumbel_window": "5.4 pt",
                            "07_weibull_window": "4.5 pt", "08_planted_window": "5.1 pt",
-                           "13_gpt2_attention": "4.3 pt"}.items()}
+                           }.items()}
 MAINTAINER_PENDING = {
     "05_ladder": "chapter 05 shows the recorded key `ladder_n` (also a parameter name) in its prose",
     "08_planted_window": "chapter 08 shows the recorded key `c_half` in its prose",
 }
 SUMMARY_PENDING = {
-    "13_gpt2_attention": "chapter 13 has no summary box yet (the diagnostic chapter's authors write it)",
 }
 _ORDER = ("its sections exist, but the recorded numbers come before 'where it stops' and are not "
           "folded: the authors move reader-facing numbers into the prose and fold the rest last")

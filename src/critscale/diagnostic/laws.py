@@ -49,6 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from critscale.fitting import slope
+
 SHAPE_K = 32
 STEP_THRESHOLD = 0.5
 SINK_THRESHOLD = 0.5
@@ -152,12 +154,6 @@ class GammaFit:
     rows_per_level: np.ndarray  # (bins,)
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least-squares slope of ``y`` (``(..., bins)``) on ``x`` (``(bins,)``)."""
-    xc = x - x.mean()
-    return (xc * (y - y.mean(axis=-1, keepdims=True))).sum(axis=-1) / (xc * xc).sum()
-
-
 def _weighted_medians(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Lower weighted median of ``values`` ``(m,)`` under each row of ``weights`` ``(B, m)``."""
     order = np.argsort(values, kind="stable")
@@ -186,13 +182,13 @@ def fit_gamma(levels, n, values, windows, *, min_n: int = 0, n_boot: int = N_BOO
     members = [np.flatnonzero(levels == b) for b in bins]
     x = np.array([np.median(np.log(np.log(n[i]))) for i in members])  # (bins,)
     y = np.array([np.median(log_values[i]) for i in members])  # (bins,)
-    gamma = float(_slope(x, y))
+    gamma = float(slope(x, y))
     low = high = np.nan
     weights = window_weights(windows, n_boot, np.random.default_rng([seed, 12697]), min_windows)
     if weights is not None:
         w, unit = weights
         boot = np.stack([_weighted_medians(log_values[i], w[:, unit[i]]) for i in members], axis=1)  # (B, bins)
-        slopes = _slope(x, boot)
+        slopes = slope(x, boot)
         slopes = slopes[np.isfinite(slopes)]
         low, high = np.percentile(slopes, [2.5, 97.5])
     return GammaFit(gamma, float(low), float(high), bins, x, np.exp(y), counts)

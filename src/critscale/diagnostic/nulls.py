@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from critscale import families, rules
+from critscale.fitting import slope
 
 from .design import Design
 from .rows import row_statistics
@@ -119,9 +120,7 @@ def rule_slope(rule: str, lengths) -> float:
     lengths = np.asarray(lengths, dtype=np.float64)
     x = np.log(np.log(lengths))
     fn = (lambda n: np.ones_like(n)) if rule == "none" else rules.RULES[rule]
-    y = np.log(np.asarray(fn(lengths), dtype=np.float64))
-    xc = x - x.mean()
-    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+    return slope(x, np.log(np.asarray(fn(lengths), dtype=np.float64)))
 
 
 def exact_slope(name: str, lengths) -> float:
@@ -131,9 +130,7 @@ def exact_slope(name: str, lengths) -> float:
         return float("nan")
     lengths = np.asarray(lengths, dtype=np.float64)
     x = np.log(np.log(lengths))
-    y = np.log(np.asarray(families.get(family).kappa_bar(lengths), dtype=np.float64))
-    xc = x - x.mean()
-    return float((xc * (y - y.mean())).sum() / (xc * xc).sum())
+    return slope(x, np.log(np.asarray(families.get(family).kappa_bar(lengths), dtype=np.float64)))
 
 
 def qk_source(name: str, design: Design, windows: int, head_dim: int, spread: float,

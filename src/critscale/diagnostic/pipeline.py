@@ -9,7 +9,9 @@ of queries and keys, prefix design) differ only in their source of q and k; both
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -88,16 +90,22 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     del data
     null_windows = null_windows or max(NULL_WINDOW_FACTOR * source.n_windows, MIN_NULL_WINDOWS)
     units = [(f"L{l}H{h}", l, h, d) for (l, h), d in head_data.items()]
-    for i, name in enumerate(nulls):
-        if on_null is not None:
-            on_null(name)
-        rng = np.random.default_rng([seed, 97, i])
-        if nulls_module.NULLS[name].kind == "qk":
-            null_source = nulls_module.qk_source(name, design, null_windows, source.head_dim, spread, rng)
-            null_data = _read_source(null_source, design, backend)
-        else:
-            null_data = _concatenate(nulls_module.family_statistics(name, design, null_windows, rng))
-        units.append((name, -1, -1, null_data))
+    rngs = {name: np.random.default_rng([seed, 97, i]) for i, name in enumerate(nulls)}
+    row_nulls = [name for name in nulls if nulls_module.NULLS[name].kind == "rows"]
+    # the row nulls are numpy work on the CPU, which releases the GIL: they run in threads, beside the q/k nulls
+    with ThreadPoolExecutor(max_workers=max(1, min(len(row_nulls), os.cpu_count() or 1))) as pool:
+        pending = {name: pool.submit(nulls_module.family_statistics, name, design, null_windows, rngs[name])
+                   for name in row_nulls}
+        null_data = {}
+        for name in nulls:
+            if on_null is not None:
+                on_null(name)
+            if name not in pending:
+                null_source = nulls_module.qk_source(name, design, null_windows, source.head_dim, spread, rngs[name])
+                null_data[name] = _read_source(null_source, design, backend)
+        for name in row_nulls:
+            null_data[name] = _concatenate(pending[name].result())
+    units += [(name, -1, -1, null_data[name]) for name in nulls]
     records, bins, curves, profiles, row_frames = [], [], [], [], []
     for unit, layer, head, unit_data in units:
         rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed)
@@ -175,6 +183,7 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
     finally:
         if bar is not None:
             bar.close()
+    diag.meta["text_loss"] = source.loss.as_dict()
     return diag
 
 

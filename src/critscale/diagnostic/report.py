@@ -57,7 +57,12 @@ def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
     lines += [f"input: {meta['input']}",
               f"design: {meta['windows']} window(s) of {meta['window_length']} tokens; {meta['design_text']}",
               f"nulls: {', '.join(meta['nulls'])} ({meta['null_windows']} windows each, same design); {intervals}; "
-              f"{meta['seconds']:.1f} s ({meta['backend']})", ""]
+              f"{meta['seconds']:.1f} s ({meta['backend']})"]
+    if "text_loss" in meta:
+        loss = meta["text_loss"]
+        lines.append(f"the model's next-token loss on the windows read: {_fmt(loss['nats_per_token'], '.3f')} nats "
+                     f"per token, {_fmt(loss['bits_per_byte'], '.3f')} bits per byte ({loss['tokens']} tokens)")
+    lines.append("")
     counts = regime_counts(diag)
     lines += [f"operating point at the model's temperature (rows of n = {meta['window_length']}, medians per head; "
               f"median over heads):",

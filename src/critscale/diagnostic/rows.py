@@ -106,7 +106,7 @@ def kernel_available() -> bool:
         return False
     try:
         from critscale import kernels
-        from critscale.kernels._common import cuda_usable
+        from critscale.kernels.dispatch import cuda_usable
     except ImportError:
         return False
     return hasattr(kernels, "qk_row_stats") and cuda_usable()

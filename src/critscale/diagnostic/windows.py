@@ -66,11 +66,36 @@ class ArraySource:
                 yield QKBlock(np.arange(w0, w1), n, self.q[:, :, w0:w1, q_slice], k, self.scales, self.causal)
 
 
+def utf8_bytes(tokenizer, ids) -> int:
+    """UTF-8 bytes of the text that token ids ``ids`` stand for (one per token for a byte vocabulary)."""
+    from critscale.models import ByteTokenizer
+
+    if isinstance(tokenizer, ByteTokenizer):
+        return len(ids)
+    return len(tokenizer.decode([int(i) for i in ids]).encode("utf-8"))
+
+
+@dataclass
+class TextLoss:
+    """Next-token cross-entropy of the windows read, summed over their predicted tokens."""
+
+    nats: float = 0.0
+    tokens: int = 0  # predicted tokens: T - 1 per window
+    bytes: int = 0  # UTF-8 bytes of those tokens (decoded by the model's tokenizer)
+
+    def as_dict(self) -> dict:
+        per_token = self.nats / self.tokens if self.tokens else float("nan")
+        per_byte = self.nats / self.bytes / np.log(2) if self.bytes else float("nan")
+        return {"nats_per_token": per_token, "bits_per_byte": per_byte, "tokens": self.tokens, "bytes": self.bytes}
+
+
 class ModelSource:
     """A loaded model (:class:`critscale.models.LoadedModel`) run on windows of token ids ``(W, T)``.
 
     Suffix design: one forward per level on the window's last ``n`` tokens.  Prefix design: one
     forward per window, sliced at every level.  ``on_forward`` is called after each forward.
+    The forward of a whole window (the longest level) also scores the model's next-token
+    predictions on it: :attr:`loss` is the held-out loss of the text the diagnostic read.
     """
 
     def __init__(self, loaded, windows: np.ndarray, *, on_forward: Callable[[], None] | None = None):
@@ -81,20 +106,28 @@ class ModelSource:
         self.head_dim = loaded.head_dim
         self.causal = True
         self.on_forward = on_forward
+        self.loss = TextLoss()
 
     def forwards_per_window(self, design: Design) -> int:
         return len(design.levels) if design.kind == "suffix" else 1
 
     def _capture(self, ids: np.ndarray):
-        from critscale.models.capture import capture_qk
+        from critscale.models.capture import capture_qk, next_token_nats
 
-        captured = capture_qk(self.loaded.model, ids)
+        whole = len(ids) == self.window_length
+        captured = capture_qk(self.loaded.model, ids, hidden=whole)
+        if whole:
+            nats, count = next_token_nats(self.loaded.model, captured.hidden, ids)
+            self.loss.nats += nats
+            self.loss.tokens += count
+            self.loss.bytes += utf8_bytes(self.loaded.tokenizer, ids[1:])
         if self.on_forward is not None:
             self.on_forward()
         return captured
 
     def blocks(self, design: Design) -> Iterator[QKBlock]:
         T, m = self.window_length, design.queries
+        self.loss = TextLoss()
         for w, ids in enumerate(self.windows):
             full = self._capture(ids) if design.kind == "prefix" else None
             for n in design.levels:

@@ -28,7 +28,8 @@ from .errors import SequenceTooLongError
 from .families import family_of
 from .gpt2_family import attention_scale
 
-__all__ = ["CapturedQK", "attention_scale", "capture_qk", "causal_logits", "expand_kv_heads", "input_device"]
+__all__ = ["CapturedQK", "attention_check", "attention_scale", "capture_qk", "causal_logits", "expand_kv_heads",
+           "input_device", "next_token_nats"]
 
 
 @dataclass
@@ -38,6 +39,7 @@ class CapturedQK:
     q: torch.Tensor  # (layers, heads, T, d_h)
     k: torch.Tensor  # (layers, heads, T, d_h), key/value heads expanded to the query heads
     scales: tuple[float, ...]  # the model's logit scale per layer
+    hidden: torch.Tensor | None = None  # (T, width) the base model's last hidden state, when asked for
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -73,8 +75,12 @@ def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def capture_qk(model, input_ids) -> CapturedQK:
-    """Run ``model`` on one sequence and return the q and k of every layer and head."""
+def capture_qk(model, input_ids, *, hidden: bool = False) -> CapturedQK:
+    """Run ``model`` on one sequence and return the q and k of every layer and head.
+
+    ``hidden=True`` also keeps the base model's last hidden state (final norm applied), from which
+    the language-model head gives the next-token logits (:func:`next_token_nats`).
+    """
     family = family_of(model.config)
     shape = family.shape(model.config)
     ids = _as_batch(input_ids)
@@ -89,14 +95,50 @@ def capture_qk(model, input_ids) -> CapturedQK:
     device = input_device(model)
     handles = family.install_hooks(model, record)
     try:
-        model.base_model(input_ids=ids.to(device), use_cache=False)
+        out = model.base_model(input_ids=ids.to(device), use_cache=False)
     finally:
         for handle in handles:
             handle.remove()
     q = torch.stack([captured[i][0].to(device, torch.float32) for i in range(shape.n_layers)])  # (L, H, T, d_h)
     k = torch.stack([expand_kv_heads(captured[i][1].to(device, torch.float32), shape.n_heads)
                      for i in range(shape.n_layers)])  # (L, H, T, d_h)
-    return CapturedQK(q=q, k=k, scales=family.scales(model))
+    last = out.last_hidden_state[0].to(device) if hidden else None  # (T, width)
+    return CapturedQK(q=q, k=k, scales=family.scales(model), hidden=last)
+
+
+@torch.no_grad()
+def next_token_nats(model, hidden: torch.Tensor, input_ids) -> tuple[float, int]:
+    """Summed cross-entropy (nats) of tokens ``1 .. T-1`` of ``input_ids`` given their prefixes, and their count.
+
+    ``hidden`` is :attr:`CapturedQK.hidden` of the same sequence; the model's own output embedding
+    (its language-model head) turns it into logits.
+    """
+    ids = _as_batch(input_ids)[0].to(hidden.device)  # (T,)
+    logits = model.get_output_embeddings()(hidden[:-1]).float()  # (T-1, vocab)
+    nats = torch.nn.functional.cross_entropy(logits, ids[1:], reduction="sum")
+    return float(nats), int(len(ids) - 1)
+
+
+@torch.no_grad()
+def attention_check(model, input_ids) -> float:
+    """Largest |softmax of the captured rows - the model's own eager attention probabilities| over all heads.
+
+    The check that the capture reads what the model multiplies (position encodings, grouped heads,
+    logit scale): float32 rounding gives about 1e-7.  The model runs once with transformers' eager
+    attention (``output_attentions=True``) and is put back to its attention implementation after.
+    """
+    ids = _as_batch(input_ids)
+    device = input_device(model)
+    before = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        attentions = model(ids.to(device), output_attentions=True, use_cache=False).attentions  # per layer (1, H, T, T)
+    finally:
+        model.set_attn_implementation(before)
+    captured = capture_qk(model, ids)
+    return max(float((torch.softmax(causal_logits(captured.q[l], captured.k[l], captured.scales[l]), -1)
+                      - attentions[l][0].to(device, torch.float64)).abs().max())
+               for l in range(len(attentions)))
 
 
 def causal_logits(q: torch.Tensor, k: torch.Tensor, scale: float, dtype=torch.float64) -> torch.Tensor:

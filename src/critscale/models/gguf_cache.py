@@ -108,12 +108,17 @@ def quantisation_of(path: Path) -> dict:
 def _dequantise(path: Path):
     """The float32 model and the tokenizer of a GGUF file, through transformers."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # transformers with a GGUF quantisation config keeps packed weights unless asked to dequantise; older
+    # versions (before GgufConfig) always dequantise.  Either way the check below refuses anything not float32.
+    options = {}
+    if hasattr(transformers, "GgufConfig"):
+        options["quantization_config"] = transformers.GgufConfig(dequantize=True)
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, dtype=torch.float32, quantization_config=GgufConfig(dequantize=True),
-            output_loading_info=True)
+            path.parent, gguf_file=path.name, dtype=torch.float32, output_loading_info=True, **options)
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise InvalidCheckpointError(f"GGUF file {path} could not be read: {one_line(err)}") from err

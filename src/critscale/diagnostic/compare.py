@@ -1,0 +1,219 @@
+"""Several diagnoses side by side: one line per model, each statistic beside its own Gaussian null's.
+
+Every model is read with its own null heads (:mod:`.nulls`: the Gaussian q/k null is scaled to that
+model's logit spread and has its head dimension), so each line compares a model with the head
+without structure *of the same scale*, never with another model's null.  :func:`summary_line`
+collects what a reader compares across models; :func:`operating_table` and :func:`null_table` put
+it in two tables (the operating point first, because it does not depend on how kappa is defined);
+:func:`compare_figure` and :func:`entropy_figure` draw it.  A recorded GPU run goes through the same
+tables and figures after :mod:`.recorded` has rebuilt its diagnoses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .figures import LAW_COLORS
+from .laws import LAWS
+from .pipeline import Diagnosis
+from .report import REGIMES
+from .summary import BEYOND_Z, REFERENCE_NULL  # noqa: F401  (BEYOND_Z: for pages that state the test)
+
+
+def _reference(diag: Diagnosis, required: bool = True) -> pd.Series | None:
+    nulls = diag.nulls.set_index("unit") if "unit" in diag.nulls else pd.DataFrame()
+    if REFERENCE_NULL not in nulls.index:
+        if required:
+            raise ValueError(f"the diagnosis has no {REFERENCE_NULL} null: nothing to compare its heads with")
+        return None
+    return nulls.loc[REFERENCE_NULL]
+
+
+def _flagged(beyond: pd.Series, kinds: tuple[str, ...]) -> int:
+    """Heads whose ``beyond_null`` names one of ``kinds`` (``linear``, ``power``, ``step``, ``gamma``)."""
+    return int(beyond.fillna("").map(lambda s: any(f.rstrip("+-") in kinds for f in s.split(",") if f)).sum())
+
+
+def summary_line(model: str, diag: Diagnosis) -> dict:
+    """Medians over a model's heads of every statistic, each beside its Gaussian null's value."""
+    h, ref, meta = diag.heads, _reference(diag), diag.meta
+    line = {"model": model, "heads": len(h), "windows": int(meta["windows"]), "window_length": int(meta["window_length"]),
+            "intervals": bool(meta["intervals"]), "log_n": float(np.log(meta["window_length"]))}
+    for name in ("p_max", "entropy", "beta_half", "kappa", "kappa16", "first_weight", "rows_step", "rows_power",
+                 "rows_linear", "gamma"):
+        line[name] = float(h[name].median())
+        line[f"{name}_null"] = float(ref[name])
+    line.update(gamma_null_low=float(ref["gamma_low"]), gamma_null_high=float(ref["gamma_high"]))
+    for column, label in (("regime", "half"), ("regime_kappa", "kappa"), ("regime_kappa16", "kappa16")):
+        for regime in REGIMES:
+            line[f"{regime}_{label}"] = int((h[column] == regime).sum())
+    line["sink_heads"] = int(h["sink"].sum())
+    line["sink_null"] = bool(ref["sink"])
+    for law in (*LAWS, "undefined"):
+        line[f"law_{law}"] = int((h["law"] == law).sum())
+    beyond = h["beyond_null"].fillna("")
+    line.update(beyond=int((beyond != "").sum()), beyond_shares=_flagged(beyond, LAWS),
+                beyond_gamma=_flagged(beyond, ("gamma",)))
+    if "text_loss" in meta:
+        line.update(nats_per_token=float(meta["text_loss"]["nats_per_token"]),
+                    bits_per_byte=float(meta["text_loss"]["bits_per_byte"]))
+    return line
+
+
+def model_facts(name: str, loaded, diag: Diagnosis, training: str) -> dict:
+    """One line of the models table: what the model is (shape, size, tokenizer, weights, training) and
+    its next-token loss on the windows the diagnostic read."""
+    from critscale.models import ByteTokenizer
+
+    shape = loaded.shape
+    heads = f"{shape.n_layers} x {shape.n_heads}" + (f" ({shape.n_kv_heads} key/value)"
+                                                     if shape.n_kv_heads != shape.n_heads else "")
+    tokenizer = ("bytes (256)" if isinstance(loaded.tokenizer, ByteTokenizer) else
+                 f"its own, {len(loaded.tokenizer):,} tokens")
+    loss = diag.meta["text_loss"]
+    return {"model": name, "architecture": type(loaded.model).__name__, "layers x heads": heads,
+            "\\(d_h\\)": shape.head_dim, "width": shape.width, "context": shape.context,
+            "parameters": f"{sum(p.numel() for p in loaded.model.parameters()):,}", "tokenizer": tokenizer,
+            "training": training, "nats per token": round(float(loss["nats_per_token"]), 3),
+            "bits per byte": round(float(loss["bits_per_byte"]), 3)}
+
+
+def _pair(value: float, null: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g} ({null:.{digits}g})"
+
+
+def _regimes(line: dict, label: str) -> str:
+    return " / ".join(str(line[f"{r}_{label}"]) for r in REGIMES)
+
+
+def operating_table(lines: list[dict]) -> pd.DataFrame:
+    """The operating point at each model's own temperature (rows of the longest context), medians over heads.
+
+    Each cell reads "model (its Gaussian null)"; the regime columns count heads subcritical / crossover /
+    supercritical under c = 1/beta_1/2, c = 1/kappa and c = 1/kappa_16.
+    """
+    return pd.DataFrame([{
+        "model": l["model"], "\\(n\\)": l["window_length"],
+        "\\(p_{\\max}\\) (null)": _pair(l["p_max"], l["p_max_null"]),
+        "\\(H\\) nats (null)": _pair(l["entropy"], l["entropy_null"]), "\\(\\log n\\)": round(l["log_n"], 2),
+        "\\(\\beta_{1/2}\\) (null)": _pair(l["beta_half"], l["beta_half_null"]),
+        "\\(\\kappa\\) (null)": _pair(l["kappa"], l["kappa_null"]),
+        "\\(\\kappa_{16}\\) (null)": _pair(l["kappa16"], l["kappa16_null"]),
+        "heads by \\(1/\\beta_{1/2}\\)": _regimes(l, "half"), "by \\(1/\\kappa\\)": _regimes(l, "kappa"),
+        "by \\(1/\\kappa_{16}\\)": _regimes(l, "kappa16")} for l in lines])
+
+
+def null_table(lines: list[dict]) -> pd.DataFrame:
+    """What each model's heads show beyond the Gaussian null: sinks, law shares, gamma, heads flagged."""
+    return pd.DataFrame([{
+        "model": l["model"], "heads": l["heads"], "sink heads": l["sink_heads"],
+        "weight on the first key (null)": _pair(l["first_weight"], l["first_weight_null"], 2),
+        "step rows (null)": _pair(l["rows_step"], l["rows_step_null"], 2),
+        "power rows (null)": _pair(l["rows_power"], l["rows_power_null"], 2),
+        "\\(\\gamma\\) (null [95%])": f"{l['gamma']:.2f} ({l['gamma_null']:.2f} [{l['gamma_null_low']:.2f}, "
+                                     f"{l['gamma_null_high']:.2f}])",
+        "heads beyond the null: shares / \\(\\gamma\\) / any": f"{l['beyond_shares']} / {l['beyond_gamma']} / "
+                                                               f"{l['beyond']}"} for l in lines])
+
+
+def nulls_table(diag: Diagnosis) -> pd.DataFrame:
+    """The null heads of a diagnosis: construction, law by construction and law read, shares, gamma, exact slope."""
+    n = diag.nulls
+    return pd.DataFrame({
+        "null": n["unit"], "construction": n["description"], "law by construction": n["known_law"],
+        "law read": n["law"], "step rows": n["rows_step"], "power rows": n["rows_power"],
+        "\\(\\gamma\\) [95%]": [f"{g:.2f} [{lo:.2f}, {hi:.2f}]" for g, lo, hi in
+                                zip(n["gamma"], n["gamma_low"], n["gamma_high"])],
+        "exact \\(\\bar\\kappa_n\\) slope": n["gamma_exact"]})
+
+
+PANELS = (("p_max", "$p_{\\max}$ at the model's $\\beta$", True),
+          ("first_weight", "weight on the first key", True),
+          ("rows_step", "share of step rows", False),
+          ("gamma", "$\\gamma$ of $\\kappa_{16}\\propto(\\log n)^\\gamma$", False))
+
+
+def compare_figure(diags: dict[str, Diagnosis], *, seed: int = 0):
+    """One dot per head and model for four statistics, the model's Gaussian null as a black bar.
+
+    For gamma the bar spans the null's 95% interval; for the others it marks the null's value (no bar
+    for a diagnosis without nulls, such as a run recorded before the calibrated pipeline).
+    Dots are coloured by the head's law of log N(t); their horizontal spread is random (jitter).  A model's
+    name is broken into two lines at its first space.
+    """
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(seed)
+    fig, axes = plt.subplots(2, 2, figsize=(7.0, 5.8))
+    names = list(diags)
+    for ax, (column, title, log) in zip(axes.ravel(), PANELS):
+        for i, name in enumerate(names):
+            h, ref = diags[name].heads, _reference(diags[name], required=False)
+            x = i + rng.uniform(-0.28, 0.28, len(h))
+            values = h[column].to_numpy(dtype=float)
+            ax.scatter(x, values, s=7, alpha=0.6, linewidths=0, c=[LAW_COLORS[lw] for lw in h["law"]])
+            if ref is None:
+                continue
+            if column == "gamma" and np.isfinite(ref["gamma_low"]):
+                ax.plot([i, i], [ref["gamma_low"], ref["gamma_high"]], color="k", lw=2.5)
+            ax.plot([i - 0.38, i + 0.38], [ref[column]] * 2, color="k", lw=1.6)
+        ax.set_xticks(range(len(names)), [n.replace(" ", "\n", 1) for n in names], fontsize=9.5)
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set_title(title, fontsize=10.5)
+        if log:
+            ax.set_yscale("log")
+    handles = [plt.Line2D([], [], marker="o", ls="", color=LAW_COLORS[k], label=f"{k} head") for k in LAWS]
+    handles.append(plt.Line2D([], [], color="k", lw=1.6, label="Gaussian null"))
+    fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=9.5, bbox_to_anchor=(0.5, -0.01))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def entropy_figure(diags: dict[str, Diagnosis]):
+    """Median entropy of the longest rows against beta (the model's own beta = 1), one panel per model.
+
+    One line per head, coloured by its law; dashed: the model's Gaussian null; dotted: log n.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(diags), figsize=(7.0, 3.0), sharey=True, squeeze=False)
+    for ax, (name, diag) in zip(axes[0], diags.items()):
+        curves = diag.curves[diag.curves["level"] == diag.curves["level"].max()]
+        laws = diag.heads.set_index("unit")["law"]
+        for unit, group in curves.groupby("unit"):
+            if unit in laws.index:
+                ax.plot(group["beta"], group["entropy"], lw=0.7, alpha=0.5, color=LAW_COLORS[laws[unit]])
+        ref = curves[curves["unit"] == REFERENCE_NULL]
+        ax.plot(ref["beta"], ref["entropy"], "--", color="k", lw=1.5)
+        ax.axvline(1.0, color="k", lw=0.8, ls=":")
+        ax.axhline(float(np.log(diag.meta["window_length"])), color="0.4", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        ax.set_xlabel("$\\beta$ / model's $\\beta$", fontsize=9.5)
+        ax.set_title(f"{name}, n = {diag.meta['window_length']}", fontsize=9.5)
+    axes[0][0].set_ylabel("median entropy $H$ (nats)")
+    fig.tight_layout()
+    return fig
+
+
+def operating_sentence(line: dict) -> str:
+    """The operating point of one model beside its Gaussian null, as a sentence of plain numbers (MyST math)."""
+    return (f"{line['model']}: median $p_{{\\max}}$ {line['p_max']:.3g}, {line['p_max'] / line['p_max_null']:.3g} "
+            f"times its Gaussian null's ({line['p_max_null']:.3g}); entropy {line['entropy']:.2f} nats against the "
+            f"null's {line['entropy_null']:.2f} ($\\log n$ = {line['log_n']:.2f}); $p_{{\\max}}$ reaches 1/2 at "
+            f"{line['beta_half']:.3g} times the model's own $\\beta$ (null: {line['beta_half_null']:.3g}); under "
+            f"$c = 1/\\beta_{{1/2}}$, {line['subcritical_half']} subcritical, {line['crossover_half']} crossover and "
+            f"{line['supercritical_half']} supercritical heads.")
+
+
+def beyond_sentence(line: dict, min_windows: int) -> str:
+    """What one model shows beyond its Gaussian null, as a sentence of plain numbers (MyST math)."""
+    text = (f"{line['model']}: {line['beyond']} of {line['heads']} heads beyond the null ({line['beyond_shares']} by "
+            f"their law shares, {line['beyond_gamma']} by $\\gamma$); {line['sink_heads']} sink heads; median weight "
+            f"on the first key {line['first_weight']:.2g} (null {line['first_weight_null']:.2g}); median $\\gamma$ "
+            f"{line['gamma']:.2f} against the null's {line['gamma_null']:.2f} [{line['gamma_null_low']:.2f}, "
+            f"{line['gamma_null_high']:.2f}].")
+    if not line["intervals"]:
+        text += (f" With {line['windows']} windows, fewer than {min_windows}, no interval is given, so no head "
+                 "can be flagged.")
+    return text
