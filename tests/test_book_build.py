@@ -129,6 +129,24 @@ def test_successful_run_is_quiet_and_puts_every_output_in_place(tmp_path):
     assert (layout.executed / "x.ipynb").exists() and not layout.staging("x").exists()
 
 
+def test_set_overrides_one_parameter_and_builds_beside_the_profile(tmp_path):
+    """``--set rows=9`` runs with 9 (not the file's 7), writes under ``ci-custom`` and leaves the
+    profile's own outputs alone; a misspelt or mistyped override exits 2 naming the key."""
+    layout = _layout(tmp_path, "rows: 7\n")
+    command = [sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"]
+    run = subprocess.run(command + ["--set", "rows=9"], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    custom = Layout("ci", root=tmp_path, build_as="ci-custom")
+    assert json.loads((custom.results / "x.json").read_text())["values"]["rows_seen"] == 9
+    box = [c for c in nbformat.read(custom.executed / "x.ipynb", 4).cells if "parameters" in c.metadata.get("tags", [])]
+    assert "with rows=9" in box[0].source and "rows = 9" in box[0].source
+    assert not any(p.exists() for p in outputs(layout, "x"))
+    for bad, key in (("rowz=9", "unknown parameter 'rowz'"), ("rows=nine", "parameter 'rows' is"),
+                     ("rows", "expected NAME=VALUE")):
+        run = subprocess.run(command + ["--set", bad], cwd=tmp_path, capture_output=True, text=True)
+        assert run.returncode == 2 and key in run.stderr, (bad, run.stderr)
+
+
 # ---------------------------------------------------------------- the parameter box and folding
 def _executed_like():
     nb = nbformat.v4.new_notebook()

@@ -25,7 +25,23 @@ def _session_log(layout: Layout) -> Path | None:
     return layout.logs / f"session-{session}.tsv" if session else None
 
 
-def run_notebook(layout: Layout, name: str) -> int:
+def parse_overrides(pairs: list[str]) -> dict:
+    """``["n=65536", "families=[gauss, unif]"]`` -> ``{"n": 65536, "families": ["gauss", "unif"]}`` (YAML values)."""
+    import yaml
+
+    values = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ParameterError(f"--set {pair!r}: expected NAME=VALUE")
+        try:
+            values[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ParameterError(f"--set {pair!r}: the value is not valid YAML ({err})") from None
+    return values
+
+
+def run_notebook(layout: Layout, name: str, overrides: dict | None = None) -> int:
     names = notebook_names(layout.root)
     if name not in names:
         print(f"error: no notebook notebooks/{name}.md", file=sys.stderr)
@@ -33,7 +49,7 @@ def run_notebook(layout: Layout, name: str) -> int:
     label = f"[{names.index(name) + 1:2d}/{len(names)}] {name:<28} {layout.profile}"
     print(label, end="", flush=True)
     try:
-        seconds = execute(layout, name)
+        seconds = execute(layout, name, overrides)
     except ParameterError as err:
         print(f"\nerror: {err}", file=sys.stderr)
         return 2
@@ -43,6 +59,9 @@ def run_notebook(layout: Layout, name: str) -> int:
         print(text, file=sys.stderr)
         return 1
     print(f"  {seconds:6.1f} s", flush=True)
+    if overrides:
+        print(f"executed notebook: {(layout.executed / name).relative_to(layout.root)}.ipynb; "
+              f"results: {layout.results.relative_to(layout.root)}/")
     log = _session_log(layout)
     if log:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     nb = sub.add_parser("notebook", help="execute one notebook")
     nb.add_argument("name")
+    nb.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="override one parameter of the profile's file (a YAML value); the outputs then go to "
+                         "build/*/<profile>-custom/, not into the profile's book")
     sub.add_parser("check-gpu", help="validate every results/gpu/*.json")
     sub.add_parser("html", help="stage and render the HTML book")
     sub.add_parser("pdf", help="stage and render the PDF book")
@@ -79,7 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     layout = Layout(args.profile)
     if args.command == "notebook":
-        return run_notebook(layout, args.name)
+        try:
+            overrides = parse_overrides(args.set)
+        except ParameterError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        if overrides:
+            layout = Layout(args.profile, build_as=f"{args.profile}-custom")
+        return run_notebook(layout, args.name, overrides)
     if args.command == "version":
         print(downloads.version(layout.root))
         return 0

@@ -31,21 +31,26 @@ class Layout:
 
     profile: str
     root: Path = field(default_factory=Path.cwd)
+    build_as: str | None = None  # the build folders' name when not the profile's (a run with overrides)
+
+    @property
+    def folder(self) -> str:
+        return self.build_as or self.profile
 
     @property
     def executed(self) -> Path:
-        return self.root / "build" / "executed" / self.profile
+        return self.root / "build" / "executed" / self.folder
 
     @property
     def results(self) -> Path:
-        return self.root / "build" / "results" / self.profile
+        return self.root / "build" / "results" / self.folder
 
     @property
     def logs(self) -> Path:
-        return self.root / "build" / "logs" / self.profile
+        return self.root / "build" / "logs" / self.folder
 
     def staging(self, name: str) -> Path:
-        return self.root / "build" / "staging" / self.profile / name
+        return self.root / "build" / "staging" / self.folder / name
 
     def source(self, name: str) -> Path:
         return self.root / "notebooks" / f"{name}.md"
@@ -64,8 +69,8 @@ def read_source(path: Path):
     return jupytext.read(path)
 
 
-def checked_parameters(layout: Layout, name: str, nb) -> dict:
-    """The parameter file's values plus ``profile``, checked against the parameters cell."""
+def checked_parameters(layout: Layout, name: str, nb, overrides: dict | None = None) -> dict:
+    """The parameter file's values, then ``overrides``, plus ``profile``, checked against the parameters cell."""
     path = layout.params_file(name)
     if not path.exists():
         raise params.ParameterError(f"{path.relative_to(layout.root)}: missing")
@@ -76,8 +81,9 @@ def checked_parameters(layout: Layout, name: str, nb) -> dict:
         raise params.ParameterError(f"notebooks/{name}.md: {err}") from None
     values = params.load_file(path)
     params.check(values, known, where)
+    params.check(overrides or {}, known, "--set")
     params.check({"profile": layout.profile}, known, f"{where} (profile)")
-    return {**values, "profile": layout.profile}
+    return {**values, **(overrides or {}), "profile": layout.profile}
 
 
 def _remove(path: Path) -> None:
@@ -99,12 +105,15 @@ def _kernel_manager(folder: Path):
     return KernelManager(kernel_name="python3", transport="ipc", ip=str(folder / "kernel"))
 
 
-def execute(layout: Layout, name: str) -> float:
-    """Run notebook ``name``; its wall time in seconds.  Raises on any failure, leaving nothing."""
+def execute(layout: Layout, name: str, overrides: dict | None = None) -> float:
+    """Run notebook ``name`` (with ``overrides`` of its parameter file); its wall time in seconds.
+
+    Raises on any failure, leaving nothing.
+    """
     import papermill
 
     nb = read_source(layout.source(name))
-    values = checked_parameters(layout, name, nb)
+    values = checked_parameters(layout, name, nb, overrides)
     for path in outputs(layout, name):
         _remove(path)
     stage = layout.staging(name)
@@ -126,7 +135,10 @@ def execute(layout: Layout, name: str) -> float:
             finally:  # nbclient leaves a kernel it did not create running
                 if km.has_kernel:
                     km.shutdown_kernel(now=False)
-        pages.merge_parameters(executed, f"params/{layout.profile}/{name}.yaml")
+        where = f"params/{layout.profile}/{name}.yaml"
+        if overrides:
+            where += " with " + ", ".join(f"{key}={value!r}" for key, value in overrides.items())
+        pages.merge_parameters(executed, where)
         pages.fold_code(executed)
         import nbformat
 
