@@ -36,9 +36,26 @@ from .gaps import accumulation_scale
 __all__ = ["quantile_row", "quantile_row_scale"]
 
 
-def _bulk_quantiles(n: int) -> np.ndarray:
-    """Means of the descending order statistics of ``n - 1`` uniforms on (0, 1): ``1 - k/n``."""
-    return 1.0 - np.arange(1, n) / n  # (n-1,)
+def _bulk_quantiles(n: int, count: int) -> np.ndarray:
+    """Means of the first ``count`` descending order statistics of ``n - 1`` uniforms: ``1 - k/n``."""
+    return 1.0 - np.arange(1, count + 1) / n  # (count,)
+
+
+def _top_entries(fam: Family, n: int, count: int) -> np.ndarray:
+    """The first ``count`` entries (``count <= n``) of the quantile row, descending: ``(count,)``."""
+    if fam.iid:
+        return np.asarray(fam.quantile((n + 1.0) / np.arange(1, count + 1)), dtype=np.float64)
+    keys = set(fam.params)
+    bulk = _bulk_quantiles(n, count - 1)  # (count-1,)
+    if fam.domain == "step" and keys == {"g", "w"}:
+        top, rest = fam.params["g"], -fam.params["w"] * (1.0 - bulk)
+    elif fam.domain == "step" and keys == {"c", "w"}:
+        top, rest = fam.params["c"] / np.log(n), -fam.params["w"] * (1.0 - bulk)
+    elif fam.domain == "step" and keys == {"rho", "eta"}:
+        top, rest = 1.0, fam.params["rho"] + fam.params["eta"] * (2.0 * bulk - 1.0)
+    else:
+        raise ValueError(f"{fam.name}: no quantile row (neither i.i.d. nor a planted family with a uniform bulk)")
+    return np.concatenate([[top], rest])
 
 
 def quantile_row(family: Union[str, Family], n: int) -> np.ndarray:
@@ -56,19 +73,28 @@ def quantile_row(family: Union[str, Family], n: int) -> np.ndarray:
     """
     fam = get(family)
     n = as_integer(n, f"{fam.name}: n", max(2, fam.min_n))
-    if fam.iid:
-        return np.asarray(fam.quantile((n + 1.0) / np.arange(1, n + 1)), dtype=np.float64)  # (n,)
-    keys = set(fam.params)
-    bulk = _bulk_quantiles(n)  # (n-1,) descending uniform quantiles
-    if fam.domain == "step" and keys == {"g", "w"}:
-        top, rest = fam.params["g"], -fam.params["w"] * (1.0 - bulk)
-    elif fam.domain == "step" and keys == {"c", "w"}:
-        top, rest = fam.params["c"] / np.log(n), -fam.params["w"] * (1.0 - bulk)
-    elif fam.domain == "step" and keys == {"rho", "eta"}:
-        top, rest = 1.0, fam.params["rho"] + fam.params["eta"] * (2.0 * bulk - 1.0)
-    else:
-        raise ValueError(f"{fam.name}: no quantile row (neither i.i.d. nor a planted family with a uniform bulk)")
-    return np.concatenate([[top], rest])  # (n,)
+    return _top_entries(fam, n, n)
+
+
+_FIRST_PREFIX = 4096  # entries evaluated before the first attempt to certify the supremum
+
+
+def _scale(fam: Family, n: int, K: int) -> float:
+    """kappa_K of the quantile row, from the shortest prefix that certifies the supremum.
+
+    The row is strictly decreasing, so the counts N of its first m entries are those of the whole row,
+    and for k > m, log k / Delta_(k) <= log n / Delta_(m) because log k <= log n and the gaps increase.
+    Once the maximum over the prefix reaches that bound, no later entry can exceed it; otherwise the
+    prefix doubles (quantile functions such as scipy's Beta ppf are slow, and for Weibull-class rows
+    the supremum sits near the top).
+    """
+    m = min(n, max(_FIRST_PREFIX, 2 * K))
+    while True:
+        top = _top_entries(fam, n, m)  # (m,)
+        best = accumulation_scale(top[None, :], K=K)[0]
+        if m == n or best >= np.log(n) / (top[0] - top[-1]):
+            return float(best)
+        m = min(n, 2 * m)
 
 
 def quantile_row_scale(family: Union[str, Family], n: Any, K: int = 16) -> Any:
@@ -77,16 +103,19 @@ def quantile_row_scale(family: Union[str, Family], n: Any, K: int = 16) -> Any:
     ``n`` is one length or a 1-D sequence of lengths (a float or an array back).  Heuristic (ours):
     the fitted growth exponent of the median :math:`\\kappa_{n,K}` of random rows follows the slope of
     :math:`\\log\\tilde\\kappa_{n,K}` over the same lengths, not that of :math:`\\log\\bar\\kappa_n`
-    (chapter 05 tests this on its own runs).
+    (chapter 05 tests this on its own runs).  Exact: only as many entries are evaluated as certify the
+    supremum (:func:`quantile_row` gives the whole row).
 
     Test: ``tests/test_quantile_rows.py::test_quantile_row_scale_closed_forms`` (exponential rows give
     exactly 1, ``edge`` gives :math:`L(L - \\log K)` with :math:`L = \\log(n+1)`, uniform rows
     :math:`(n+1)\\log K/(K-1)`; reading :math:`\\kappa_K` at position ``K + 1`` instead of ``K``, or
-    the leading-order :math:`(\\log n)^2` for ``edge``, fails).
+    the leading-order :math:`(\\log n)^2` for ``edge``, fails) and
+    ``test_quantile_row_scale_equals_the_whole_row`` (the certified prefix against the full row).
     """
     K = as_K(K)
+    fam = get(family)
     lengths = np.atleast_1d(np.asarray(n))
     if lengths.ndim != 1 or lengths.size == 0:
         raise ValueError(f"n must be one length or a 1-D sequence of lengths, got shape {np.shape(n)}")
-    out = np.array([accumulation_scale(quantile_row(family, m)[None, :], K=K)[0] for m in lengths])
+    out = np.array([_scale(fam, as_integer(m, f"{fam.name}: n", max(2, fam.min_n)), K) for m in lengths])
     return float(out[0]) if np.ndim(n) == 0 else out
