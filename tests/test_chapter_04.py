@@ -108,6 +108,36 @@ def test_beta_half_of_planted_rows_follows_the_law_of_large_numbers(critical, fa
             assert abs(kbar - beta) > 10 * allowance, "no margin against beta_1/2 = kappa_bar_n"
 
 
+@pytest.mark.book
+def test_left_tail_of_beta_half_over_kappa_is_the_top_pair(critical):
+    """The page's mechanism for the left tail of beta_1/2/kappa: rows whose kappa = log 2/Delta_(2).
+
+    The share of such rows in the lowest tenth of each family must exceed the share among the other rows by
+    more than 2 binomial standard errors of the difference (the low tail counted conservatively as 9% of the
+    rows), and be a majority ("comes mostly from").  Wrong answers rejected: a left tail unrelated to
+    near-ties (equal shares), and a top-pair flag that never fires (e.g. the gap taken with the wrong sign).
+    """
+    rows = sum(_rows_at()[n] for n in PARAMS["bracket_n"]) * len(FAMILIES)
+    low, rest = critical["top_pair_share_low_tail"], critical["top_pair_share_rest"]
+    se = math.sqrt(low * (1 - low) / (0.09 * rows) + rest * (1 - rest) / (0.9 * rows))
+    assert low > 0.5 and low - rest > 2 * se, (low, rest, se)
+
+
+@pytest.mark.book
+def test_kappa16_sits_far_below_kappa_only_for_flat_endpoint_laws(critical):
+    """Uniform and sphere3 scores (density positive at the upper endpoint): the page says their median
+    beta_1/2/kappa_16 exceeds every other family's and their median kappa_16/kappa is below every other
+    family's, and the quoted maximum is over every other family.  Wrong answers rejected: a kappa_16
+    computed as kappa (ratio 1 everywhere, no separation), and a maximum taken over the Gumbel-class and step
+    families only (at the ci lengths sphere5's median is the largest of the others).
+    """
+    other = critical["beta_half_over_kappa16_median_other_max"]
+    assert min(critical["beta_half_over_kappa16_median_unif"], critical["beta_half_over_kappa16_median_sphere3"]) > other
+    assert critical["kappa16_over_kappa_median_flat_max"] < critical["kappa16_over_kappa_median_other_min"]
+    medians = critical["beta_half_medians"]
+    assert other == max(medians[f]["kappa16"] for f in FAMILIES if f not in ("unif", "sphere3"))
+
+
 def _factors(critical, family):
     """kappa_bar and Su's log n factor between the ci lengths n0 and n1 (computed here, not recorded)."""
     n0, n1 = critical["invariance_n0"], critical["invariance_n1"]
