@@ -270,8 +270,6 @@ DUPLICATE_PENDING: dict[str, str] = {}
 PLACEHOLDER_PENDING = {stem: f"chapter {stem[:2]} shows the parameter names {names} in its prose or captions; "
                              "the authors glue the values"
                        for stem, names in {
-                           "04_critical_temperatures": "H0_values, bootstrap, bracket_K, bracket_n",
-                           "05_ladder": "bootstrap, fit_min_n, ladder_n, ladder_rows",
                            "06_gumbel_window": "limit_k_max, rows",
                            "07_weibull_window": "K_values, limit_k_max, limit_size, truncation_tolerance",
                            "08_planted_window": "exact_n, rhos"}.items()}
@@ -282,11 +280,10 @@ CAPTION_PENDING = {
 FIGURE_TEXT_PENDING = {stem: f"chapter {stem[:2]}: legends or labels below 9 pt at page width ({sizes}); the "
                              "authors resize the figure or its text"
                        for stem, sizes in {
-                           "04_critical_temperatures": "6.1 pt", "05_ladder": "4.5 pt", "06_gumbel_window": "5.4 pt",
+                           "06_gumbel_window": "5.4 pt",
                            "07_weibull_window": "4.5 pt", "08_planted_window": "5.1 pt",
                            }.items()}
 MAINTAINER_PENDING = {
-    "05_ladder": "chapter 05 shows the recorded key `ladder_n` (also a parameter name) in its prose",
     "08_planted_window": "chapter 08 shows the recorded key `c_half` in its prose",
 }
 SUMMARY_PENDING = {
@@ -294,7 +291,7 @@ SUMMARY_PENDING = {
 _ORDER = ("its sections exist, but the recorded numbers come before 'where it stops' and are not "
           "folded: the authors move reader-facing numbers into the prose and fold the rest last")
 SKELETON_PENDING = {
-    **{c: f"chapter {c[:2]}: {_ORDER}" for c in ("04_critical_temperatures", "05_ladder", "06_gumbel_window",
+    **{c: f"chapter {c[:2]}: {_ORDER}" for c in ("06_gumbel_window",
                                                    "07_weibull_window", "08_planted_window")},
 }
 RAW_TEX = re.compile(r"\\(?:frac|sqrt|log|kappa|beta|bar|mathbb|sum|le|ge|infty|times|\(|\[)|\$[^$\s][^$]*\$")

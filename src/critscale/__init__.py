@@ -46,6 +46,9 @@ cor-04-brackets          04    bounds.beta_half_bracket            test_bounds.p
 prop-05-ladder           05    families.Family.kappa_bar           test_families.py::test_kappa_bar_closed_forms
                                families.Family.law                 test_families.py::test_kappa_bar_is_the_hazard_at_the_quantile
                                fitting.bootstrap_slope             test_fitting.py::test_bootstrap_slope_covers_the_true_slope
+rem-05-quantile-row      05    quantile_rows.quantile_row          test_quantile_rows.py::test_quantile_row_entries
+                               quantile_rows.quantile_row_scale    test_quantile_rows.py::test_quantile_row_scale_closed_forms
+                                                                   test_quantile_rows.py::test_quantile_row_scale_of_planted_rows_against_brute_force
 thm-06-gumbel            06    limits.gumbel_gaps                  test_limits_rules.py::test_limit_gap_laws
                                limits.kappa_limit_samples          test_limits_rules.py::test_kappa_limit_samples_against_loop
                                limits.pd_collision                 test_limits_rules.py::test_poisson_dirichlet_closed_forms
@@ -71,7 +74,7 @@ prop-11-crossover        11    crossover.sphere_gauss_ratio        test_crossove
 from .gaps import accumulation_scale, gap_counts, in_units, legendre_transform, sorted_gaps
 from .softmax import SoftmaxStats, softmax_stats
 from .roots import beta_at_entropy, beta_at_max_weight
-from . import bounds, crossover, families, fitting, keys, limits, montecarlo, profiles, rules
+from . import bounds, crossover, families, fitting, keys, limits, montecarlo, profiles, quantile_rows, rules
 from .pagedata import record, record_figure
 from . import gpu_records, plotting, provenance, tables
 
@@ -95,6 +98,7 @@ __all__ = [
     "plotting",
     "profiles",
     "provenance",
+    "quantile_rows",
     "record",
     "record_figure",
     "rules",
