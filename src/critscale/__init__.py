@@ -68,7 +68,7 @@ prop-11-crossover        11    crossover.sphere_gauss_ratio        test_crossove
 from .gaps import accumulation_scale, gap_counts, in_units, legendre_transform, sorted_gaps
 from .softmax import SoftmaxStats, softmax_stats
 from .roots import beta_at_entropy, beta_at_max_weight
-from . import bounds, crossover, families, fitting, keys, limits, montecarlo, profiles, rules
+from . import bounds, crossover, extrapolation, families, fitting, keys, limits, montecarlo, profiles, rules
 from .pagedata import record, record_figure
 from . import gpu_records, plotting, provenance, tables
 
@@ -80,6 +80,7 @@ __all__ = [
     "beta_at_max_weight",
     "bounds",
     "crossover",
+    "extrapolation",
     "families",
     "fitting",
     "gpu_records",
