@@ -70,7 +70,8 @@ def collision_lln(c: Any, n: Any, g: float = 1.0, w: float = 1.0) -> Any:
     c = as_real(c, "c", minimum=0, strict=True)
     n = _lengths(n)
     beta = c * np.log(n) / as_number(g, "g", minimum=0, strict=True)
-    return scalar_or_array(np.asarray(z_lln(2 * beta, n, g, w)) / np.asarray(z_lln(beta, n, g, w)) ** 2)
+    log_z2, log_z = np.log(np.asarray(z_lln(2 * beta, n, g, w))), np.log(np.asarray(z_lln(beta, n, g, w)))
+    return scalar_or_array(np.exp(log_z2 - 2 * log_z))  # no overflow of Z^2 for huge n
 
 
 def midpoint_lln(n: Any, g: float = 1.0, w: float = 1.0) -> float:
