@@ -8,6 +8,7 @@ uniform rows and S^2 the rows are their own limit points.
 """
 
 import pytest
+from scipy import special
 
 Z_SEM = 4.0
 
@@ -61,9 +62,21 @@ def test_uniform_rows_are_their_own_limit_points(weibull):
 def test_limit_points_do_not_move_with_n(weibull, family, c):
     """The mean over a row's limit points (row minus D_n) is the same law at every n up to O(1/n): between the
     smallest and largest length it may change by Z_SEM standard errors, with no allowance (the old test allowed
-    0.03).  Rows rescaled by a wrong kappa_bar (a factor 2) would drift by about 0.1."""
+    0.03).  Rows rescaled by a wrong kappa_bar (a factor 2) would drift by about 0.1.
+
+    A row of length n holds only the first n limit points; the chapter leaves out a comparison exactly where the
+    continuum estimate of the weight beyond them, Q(a, c a n^(1/a)) / Q(a, c a), reaches its truncation tolerance
+    (S^8 at c = 0.5 from n = 256: about 5%, which moves the mean by several se).  The test recomputes that rule.
+    """
+    alpha = ALPHA[family]
+    shortest = weibull["extrapolation_n_first"] if family in NEIGHBOURS else weibull["n_small"]
+    c_value = {"c0p5": 0.5, "c1": 1.0, "c2": 2.0, "c4": 4.0}[c]
+    dropped = special.gammaincc(alpha, c_value * alpha * shortest ** (1 / alpha)) / special.gammaincc(alpha, c_value * alpha)
     change, se = weibull[f"ninv_limit_change_{family}_{c}"], weibull[f"ninv_limit_change_{family}_{c}_se"]
-    assert abs(change) < Z_SEM * se
+    if dropped >= weibull["truncation_tolerance"]:
+        assert change is None
+    else:
+        assert abs(change) < Z_SEM * se
 
 
 @pytest.mark.book
@@ -81,7 +94,9 @@ def test_no_kink_at_c1(weibull, family):
 def test_gaussian_rows_show_the_beginning_of_a_kink(weibull):
     """The Gumbel contrast: Gaussian rows, whose limit has a kink at c = 1, have a slope ratio above the smooth
     alpha = 4 limit's.  At the ci lengths the kink is still rounded, so this one-sided check asks for 2 standard
-    errors only; it fails if the chapter's slopes were computed on a curve without the kink (e.g. the limit)."""
+    errors only; it fails if the chapter's slopes were computed on a curve without the kink (e.g. the limit).
+    The slopes are taken at kink_n, a length with enough rows to resolve the ratio (the ci profile: n = 4096)."""
+    assert weibull["kink_n"] in (weibull["n_small"], weibull["n_mid"], weibull["n_large"])
     assert weibull["kink_gauss_z"] > 2
 
 
