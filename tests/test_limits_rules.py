@@ -181,3 +181,56 @@ def test_su_mean_field_entropy_on_step_rows():
                           np.log(40) - beta[None, :] * (scores.max(-1) - scores.mean(-1))[:, None])
     masked = np.array([1.0, 0.0, -np.inf, 0.0])
     assert rules.su_mean_field_entropy(masked, 1.0) == pytest.approx(math.log(3) - (1.0 - 1.0 / 3))
+
+
+def test_coupled_limit_scores():
+    """The limit points built from a row (Theorems 6-7, item 1): exact where the row is its own limit, and the
+    right law elsewhere.
+
+    Exponential rows (ptail1) are their own Gumbel limit and uniform rows their own alpha = 1 limit, so the
+    coupled gaps equal the row's rescaled gaps to rounding.  For Gaussian and sphere5 rows the ratio
+    Gamma_1/Gamma_3 read back from the coupled scores must be Beta(1, 2) (KS test; the same read-back
+    without the logarithm gives exp(-Gamma(2)) and fails), and the coupled top must be the row's top (a
+    transform by F instead of the survival function picks the bottom of the row and fails).
+    """
+    rng = np.random.default_rng(11)
+    ptail1 = critscale.families.get("ptail1").sample(500, 4, rng)
+    gaps = lambda s: s.max(axis=-1, keepdims=True) - s  # noqa: E731
+    assert np.allclose(gaps(limits.coupled_limit_scores("ptail1", ptail1)), gaps(ptail1), rtol=0, atol=1e-12)
+    unif = critscale.families.get("unif").sample(500, 4, rng)
+    assert np.allclose(gaps(limits.coupled_limit_scores("unif", unif)), 500 * gaps(unif), rtol=0, atol=1e-9)
+
+    gauss = critscale.families.get("gauss").sample(64, 4000, rng)
+    ratio_13 = stats.beta(1, 2).cdf  # law of Gamma_1/Gamma_3
+    top3 = np.sort(limits.coupled_limit_scores("gauss", gauss), axis=-1)[:, -3:]  # -log Gamma'_3, _2, _1
+    assert stats.kstest(np.exp(top3[:, 0] - top3[:, 2]), ratio_13).pvalue > 1e-4
+    no_log = np.sort(-64 * stats.norm.sf(gauss), axis=-1)[:, -3:]
+    assert stats.kstest(np.exp(no_log[:, 0] - no_log[:, 2]), ratio_13).pvalue < 1e-4
+    top = np.argmax(gauss, axis=-1)
+    assert np.array_equal(np.argmax(limits.coupled_limit_scores("gauss", gauss), axis=-1), top)
+    assert not np.array_equal(np.argmax(-np.log(64 * stats.norm.cdf(gauss)), axis=-1), top)
+
+    sphere = critscale.families.get("sphere5").sample(64, 4000, rng)
+    coupled = limits.coupled_limit_scores("sphere5", sphere)  # -2 Gamma'^(1/2)
+    arrivals = (np.sort(coupled, axis=-1)[:, -3:] / -2.0) ** 2  # (rows, 3): Gamma'_3, Gamma'_2, Gamma'_1
+    assert stats.kstest(arrivals[:, 2] / arrivals[:, 0], ratio_13).pvalue > 1e-4
+    assert np.allclose(limits.coupled_limit_scores("sphere5", sphere, domain="gumbel"),
+                       -np.log(64 * critscale.families.get("sphere5").sf(sphere)), rtol=1e-15)
+    with pytest.raises(ValueError, match="not an i.i.d. family"):
+        limits.coupled_limit_scores("planted", np.zeros((1, 4)))
+    with pytest.raises(ValueError, match="domain"):
+        limits.coupled_limit_scores("gauss", gauss[:1], domain="frechet")
+
+
+def test_expansion_parameter():
+    """eps_n = d log kappa_bar_n / d log n: the closed forms of the Gumbel families (a slope in n, or a
+    one-sided difference, misses them by far more than the 1e-7 allowed)."""
+    n = np.array([2.0**8, 2.0**14, 2.0**20])
+    L = np.log(n)
+    assert np.allclose(limits.expansion_parameter("ptail3", n), (2 / 3) / L, rtol=1e-7)
+    assert np.allclose(limits.expansion_parameter("logexp", n), 1 / L, rtol=1e-7)
+    assert np.allclose(limits.expansion_parameter("edge", n), 2 / L, rtol=1e-7)
+    assert np.allclose(limits.expansion_parameter("ptail1", n), 0.0, atol=1e-12)
+    gauss = limits.expansion_parameter("gauss", n) * 2 * L
+    assert np.all((gauss > 1) & (gauss < 1.2)) and np.all(np.diff(gauss) < 0)  # 1/(2L) (1 + O(log L / L))
+    assert isinstance(limits.expansion_parameter("edge", 1024), float)

@@ -173,12 +173,6 @@ THEORY_CHAPTERS = [c for c in CHAPTERS if int(c[:2]) <= 11]
 PROSE_PAGES = ["intro", "reconstruction", "theory_brief", "bibliography"]
 
 
-def _pending(ids, pending: dict[str, str]):
-    """pytest params over ``ids``, strict xfail for the ones listed in ``pending``."""
-    return [pytest.param(i, marks=pytest.mark.xfail(reason=pending[i], strict=True)) if i in pending
-            else i for i in ids]
-
-
 class _Page(html.parser.HTMLParser):
     """The article of a rendered page: its prose (math, code and scripts left out), its
     inline code literals, its tables (as rows of cell texts) and its figures."""
@@ -265,35 +259,6 @@ def _parameter_names(stem: str) -> set[str]:
     return set(defaults(parameters_cell(read_source(ROOT / "notebooks" / f"{stem}.md")).source))
 
 
-RAW_TEX_PENDING: dict[str, str] = {}
-DUPLICATE_PENDING: dict[str, str] = {}
-PLACEHOLDER_PENDING = {stem: f"chapter {stem[:2]} shows the parameter names {names} in its prose or captions; "
-                             "the authors glue the values"
-                       for stem, names in {
-                           "06_gumbel_window": "limit_k_max, rows",
-                           "07_weibull_window": "K_values, limit_k_max, limit_size, truncation_tolerance",
-                           "08_planted_window": "exact_n, rhos"}.items()}
-CAPTION_PENDING = {
-    "06_gumbel_window": "chapter 06 shows its GPU figure gumbel_collapse_gpu_fig as a cell output, without a "
-                        "captioned {glue:figure}",
-}
-FIGURE_TEXT_PENDING = {stem: f"chapter {stem[:2]}: legends or labels below 9 pt at page width ({sizes}); the "
-                             "authors resize the figure or its text"
-                       for stem, sizes in {
-                           "06_gumbel_window": "5.4 pt",
-                           "07_weibull_window": "4.5 pt", "08_planted_window": "5.1 pt",
-                           }.items()}
-MAINTAINER_PENDING = {
-    "08_planted_window": "chapter 08 shows the recorded key `c_half` in its prose",
-}
-SUMMARY_PENDING = {
-}
-_ORDER = ("its sections exist, but the recorded numbers come before 'where it stops' and are not "
-          "folded: the authors move reader-facing numbers into the prose and fold the rest last")
-SKELETON_PENDING = {
-    **{c: f"chapter {c[:2]}: {_ORDER}" for c in ("06_gumbel_window",
-                                                   "07_weibull_window", "08_planted_window")},
-}
 RAW_TEX = re.compile(r"\\(?:frac|sqrt|log|kappa|beta|bar|mathbb|sum|le|ge|infty|times|\(|\[)|\$[^$\s][^$]*\$")
 
 
@@ -310,7 +275,7 @@ def test_page_reader_sees_raw_tex_literals_and_tables_but_not_math_or_code():
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("name", PROSE_PAGES + _pending(CHAPTERS + ["99_reproducibility"], RAW_TEX_PENDING))
+@pytest.mark.parametrize("name", PROSE_PAGES + CHAPTERS + ["99_reproducibility"])
 def test_no_raw_tex_in_rendered_text(name):
     """Math must reach MathJax as math: a table cell or caption that prints `\\(\\sqrt{2\\log n}\\)`
     (the ladder table did) or `$\\kappa$` as text fails."""
@@ -320,7 +285,7 @@ def test_no_raw_tex_in_rendered_text(name):
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("name", _pending(CHAPTERS, PLACEHOLDER_PENDING))
+@pytest.mark.parametrize("name", CHAPTERS)
 def test_no_parameter_name_placeholders_in_rendered_text(name):
     """Prose and captions show values (glued), never the parameters cell's names ("draws `rows` rows")."""
     names = _parameter_names(name) - {"profile"}
@@ -329,7 +294,7 @@ def test_no_parameter_name_placeholders_in_rendered_text(name):
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("name", ["intro"] + _pending(CHAPTERS + ["99_reproducibility"], DUPLICATE_PENDING))
+@pytest.mark.parametrize("name", ["intro"] + CHAPTERS + ["99_reproducibility"])
 def test_no_table_printed_twice_on_a_page(name):
     """A table shown as a cell output and again glued (the ladder table in 05) is a duplicate.
 
@@ -366,7 +331,7 @@ def _glued_figure_keys(stem: str) -> list[str]:
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("stem", _pending(CHAPTERS, CAPTION_PENDING))
+@pytest.mark.parametrize("stem", CHAPTERS)
 def test_every_glued_figure_has_a_caption_on_its_page(stem):
     """Every recorded figure, GPU-data figures included, is placed by a `{glue:figure}` with a caption."""
     _executed()
@@ -378,7 +343,7 @@ def test_every_glued_figure_has_a_caption_on_its_page(stem):
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("stem", _pending(CHAPTERS, FIGURE_TEXT_PENDING))
+@pytest.mark.parametrize("stem", CHAPTERS)
 def test_figure_text_is_readable_at_page_width(stem):
     """Legends, ticks and stamps at least 9 pt when the figure is shown at page width (7 in)."""
     from critscale.pagedata import load_results
@@ -393,7 +358,7 @@ MAINTAINER = re.compile(r"Keys recorded|for the tests|build/results|theory\.md|i
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("name", PROSE_PAGES + _pending(CHAPTERS + ["99_reproducibility"], MAINTAINER_PENDING))
+@pytest.mark.parametrize("name", PROSE_PAGES + CHAPTERS + ["99_reproducibility"])
 def test_no_maintainer_material_in_rendered_pages(name):
     """No recorded-key lists, development targets, "theory.md §" citations or brief labels
     reach a reader, and no recorded key is shown as inline code."""
@@ -418,7 +383,7 @@ def test_no_brief_labels_in_headings_or_theory_md_citations_in_sources():
         assert "theory.md §" not in prose and "of theory.md" not in prose, f"{source.name} cites theory.md"
 
 
-@pytest.mark.parametrize("stem", _pending(CHAPTERS, SUMMARY_PENDING))
+@pytest.mark.parametrize("stem", CHAPTERS)
 def test_every_chapter_opens_with_one_complete_summary_box(stem):
     """Claim (one sentence), status (proved/classical/reconstructed/heuristic), a glued key
     number and the chapter's figure, before the first section (critscale.bookbuild.summaries)."""
@@ -431,7 +396,7 @@ def test_every_chapter_opens_with_one_complete_summary_box(stem):
 SKELETON = ("statement", "proof", "check", "figure", "limits", "numbers")
 
 
-@pytest.mark.parametrize("stem", _pending(THEORY_CHAPTERS, SKELETON_PENDING))
+@pytest.mark.parametrize("stem", THEORY_CHAPTERS)
 def test_theory_chapter_follows_the_skeleton(stem):
     """summary box -> statement -> proof -> numerical check -> figure -> where it stops ->
     recorded numbers (folded), found by the labels (sec-NN-<role>)= before the sections."""
@@ -513,9 +478,9 @@ def test_landing_page_lists_the_key_results_with_live_numbers():
 
     page = _page("intro")
     boxes = [read(ROOT / "notebooks" / f"{c}.md") for c in CHAPTERS]
-    assert sum(b is not None for b in boxes) == len(CHAPTERS) - len(SUMMARY_PENDING)
+    assert sum(b is not None for b in boxes) == len(CHAPTERS)
     section = page.text.split("Key results", 1)[1].split("What the paper claims", 1)[0]
-    assert section.count("Status:") == len(CHAPTERS) - len(SUMMARY_PENDING)
+    assert section.count("Status:") == len(CHAPTERS)
     assert "Fig." in section and "??" not in section
     landing = (HTML / "intro.html").read_text()
     assert re.search(r'<img[^>]+src="_images/headline\.svg"', landing), "no headline figure"

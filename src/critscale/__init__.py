@@ -53,11 +53,20 @@ thm-06-gumbel            06    limits.gumbel_gaps                  test_limits_r
                                limits.kappa_limit_samples          test_limits_rules.py::test_kappa_limit_samples_against_loop
                                limits.pd_collision                 test_limits_rules.py::test_poisson_dirichlet_closed_forms
                                limits.pd_entropy                   test_limits_rules.py::test_gumbel_limit_simulation_matches_poisson_dirichlet
-                               limits.poisson_limit_stats
+                               limits.poisson_limit_stats          test_limits_rules.py::test_coupled_limit_scores
+                               limits.coupled_limit_scores         test_limits_rules.py::test_expansion_parameter
+                               limits.expansion_parameter          test_extrapolation.py::test_standard_error_covers_the_truth_at_the_nominal_rate
+                               extrapolation.extrapolate
 thm-07-weibull           07    limits.weibull_gaps                 test_limits_rules.py::test_limit_gap_laws
                                limits.poisson_limit_stats          test_limits_rules.py::test_weibull_limit_matches_uniform_rows
+                               limits.coupled_limit_scores         test_limits_rules.py::test_coupled_limit_scores
 thm-08-planted           08    families.planted                    test_families.py::test_planted_rows_have_their_gap
                                families.simplex                    test_families.py::test_exact_simplex_kappa_equals_kappa_bar
+                               planted.kappa_deterministic         test_planted.py::test_kappa_deterministic
+                               planted.z_lln                       test_planted.py::test_z_lln
+                               planted.collision_lln               test_planted.py::test_collision_lln
+                               planted.midpoint_lln                test_planted.py::test_midpoint_lln
+                               planted.simplex_collision_lln       test_planted.py::test_simplex_collision_lln
 prop-09-legendre         09    profiles.entropy_profile_limit      test_profiles.py::test_entropy_profile_limit
                                profiles.legendre_point             test_profiles.py::test_profile_is_the_legendre_point_of_the_smooth_gap_count
                                                                    test_profiles.py::test_legendre_point_against_brute_force
@@ -74,7 +83,8 @@ prop-11-crossover        11    crossover.sphere_gauss_ratio        test_crossove
 from .gaps import accumulation_scale, gap_counts, in_units, legendre_transform, sorted_gaps
 from .softmax import SoftmaxStats, softmax_stats
 from .roots import beta_at_entropy, beta_at_max_weight
-from . import bounds, crossover, families, fitting, keys, limits, montecarlo, profiles, quantile_rows, rules
+from . import (bounds, crossover, extrapolation, families, fitting, keys, limits, montecarlo, planted, profiles,
+               quantile_rows, rules)
 from .pagedata import record, record_figure
 from . import gpu_records, plotting, provenance, tables
 
@@ -86,6 +96,7 @@ __all__ = [
     "beta_at_max_weight",
     "bounds",
     "crossover",
+    "extrapolation",
     "families",
     "fitting",
     "gpu_records",
@@ -95,6 +106,7 @@ __all__ = [
     "legendre_transform",
     "limits",
     "montecarlo",
+    "planted",
     "plotting",
     "profiles",
     "provenance",

@@ -21,7 +21,7 @@ from typing import Any, Union
 import numpy as np
 from scipy import special
 
-from ._validate import as_integer, as_K, as_number, as_real, row_blocks, scalar_or_array
+from ._validate import as_integer, as_K, as_number, as_real, as_scores, row_blocks, scalar_or_array
 from .softmax import _gap_sums, _stats_from_sums
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "kappa_limit_samples",
     "LimitStats",
     "poisson_limit_stats",
+    "coupled_limit_scores",
+    "expansion_parameter",
 ]
 
 Domain = Union[str, float]
@@ -184,3 +186,86 @@ def poisson_limit_stats(c: Any, domain: Domain = "gumbel", k_max: int = 2000, si
                       entropy=entropy.mean(axis=0), entropy_sem=sem(entropy),
                       max_weight=max_weight.mean(axis=0), max_weight_sem=sem(max_weight),
                       size=size, k_max=k_max, domain=domain)
+
+
+def coupled_limit_scores(family: Any, scores: Any, domain: Domain | None = None) -> np.ndarray:
+    """The first ``n`` points of the limit process, built from the row itself (Theorems 6 and 7, item 1).
+
+    For an i.i.d. row with survival function :math:`\\bar F`, the values :math:`U_i = \\bar F(s_i)` are
+    i.i.d. uniform, and in decreasing order of the scores they are :math:`\\Gamma_k/\\Gamma_{n+1}` for
+    the arrival times :math:`\\Gamma_k` of a rate-one Poisson process (the uniform-spacings representation).
+    So :math:`\\Gamma'_i = nU_i` are the first ``n`` arrival times up to the common factor
+    :math:`n/\\Gamma_{n+1} = 1 + O(n^{-1/2})`, and this function returns scores whose gaps are the limit gaps
+    of the theorems evaluated at those arrivals:
+
+    - ``domain = "gumbel"``: :math:`-\\log\\Gamma'_i`, whose gaps :math:`\\log(\\Gamma_k/\\Gamma_1) = \\xi_k`
+      are exactly those of :func:`gumbel_gaps` (the factor cancels);
+    - ``domain = alpha > 0`` (Weibull): :math:`-\\alpha\\Gamma_i'^{1/\\alpha}`, whose gaps are the
+      :func:`weibull_gaps` :math:`\\eta_k` of the arrivals :math:`\\Gamma'_k`.
+
+    The softmax of these scores at :math:`\\beta = c` is the limit softmax of the theorems restricted to
+    ``n`` points, drawn from the same randomness as the row's softmax at :math:`\\beta = c\\bar\\kappa_n`:
+    the difference of the two is the row's finite-size correction, without the sampling noise of the limit
+    law.  For exponential scores (``ptail1``, Gumbel) and uniform scores (``unif``, ``sphere3``, Weibull
+    with :math:`\\alpha = 1`) the rescaled row *is* its limit, and the difference vanishes identically.
+
+    ``family`` is an i.i.d. :class:`~critscale.families.Family` (or its name); ``scores`` ``(..., n)``
+    unmasked rows of it; ``domain`` defaults to the family's own class (``"gumbel"`` or its
+    ``weibull_alpha``) and may name another, to compare a row with a neighbouring limit.  Returns float64
+    ``(..., n)``.
+
+    Test: ``tests/test_limits_rules.py::test_coupled_limit_scores`` (exact identities for exponential and
+    uniform rows; for Gaussian and sphere rows :math:`\\Gamma_1/\\Gamma_2` recovered from the coupled
+    gaps is uniform, which a transform by :math:`F` instead of :math:`\\bar F` or without the logarithm fails).
+    """
+    from .families import get
+
+    fam = get(family)
+    if not fam.iid:
+        raise ValueError(f"{fam.name} is not an i.i.d. family: its rows have no coupled limit process")
+    if domain is None:
+        domain = "gumbel" if fam.domain == "gumbel" else fam.weibull_alpha
+    if domain is None or (isinstance(domain, str) and domain != "gumbel"):
+        raise ValueError(f"domain must be 'gumbel' or a Weibull exponent alpha > 0, got {domain!r} "
+                         f"for family {fam.name}")
+    conv = as_scores(scores)
+    values = conv.values  # (rows, n)
+    if not np.isfinite(values).all():
+        raise ValueError("coupled_limit_scores needs unmasked rows (no -inf entries)")
+    arrivals = values.shape[-1] * np.asarray(fam.sf(values), dtype=np.float64)  # (rows, n): n U_i
+    if not (arrivals > 0).all():
+        raise ValueError(f"{fam.name}: a score lies at or beyond the upper endpoint (survival 0)")
+    if isinstance(domain, str):
+        out = -np.log(arrivals)
+    else:
+        alpha = as_number(domain, "domain", minimum=0, strict=True)
+        out = -alpha * arrivals ** (1.0 / alpha)
+    return conv.restore(out, (values.shape[-1],))
+
+
+def expansion_parameter(family: Any, n: Any) -> Any:
+    """The small parameter of the Gumbel window's finite-size correction: :math:`\\varepsilon_n = d\\log\\bar\\kappa_n/d\\log n`.
+
+    With :math:`\\psi = -\\log\\bar F` and :math:`h = \\psi'` the hazard, the row's rescaled heights
+    :math:`\\bar\\kappa_n(s - u_n)` and the heights :math:`\\psi(s) - \\log n` of its coupled limit points
+    (:func:`coupled_limit_scores`) differ at second order: :math:`\\psi(u_n + y/\\bar\\kappa_n) - \\log n =
+    y + \\varepsilon_n y^2/2 + \\dots` with :math:`\\varepsilon_n = \\psi''(u_n)/\\psi'(u_n)^2 = -(1/h)'(u_n)`,
+    the derivative of the auxiliary function that the von Mises condition of Theorem 6 sends to 0.  Since
+    :math:`\\bar\\kappa_n = h(u_n)` and :math:`du_n/d\\log n = 1/\\bar\\kappa_n`, it equals the local exponent
+    :math:`d\\log\\bar\\kappa_n/d\\log n`: :math:`(1 - 1/p)/\\log n` for ``ptail<p>`` (0 for exponential
+    scores), :math:`1/\\log n` for ``logexp``, :math:`2/\\log n` for ``edge`` and
+    :math:`1/(2\\log n) + O(\\log\\log n/\\log^2 n)` for Gaussian scores.  Computed by a central difference of
+    :meth:`~critscale.families.Family.kappa_bar` in :math:`\\log n` (step :math:`10^{-4}`, relative error
+    about :math:`10^{-8}`).  ``n`` may be an array.
+
+    Test: ``tests/test_limits_rules.py::test_expansion_parameter`` (the closed forms above; a forward
+    difference or a slope in :math:`n` instead of :math:`\\log n` fails them).
+    """
+    from .families import get
+
+    fam = get(family)
+    step = 1e-4
+    n_arr = as_real(n, "n", minimum=fam.min_n * np.exp(step))
+    upper = np.log(np.asarray(fam.kappa_bar(n_arr * np.exp(step)), dtype=np.float64))
+    lower = np.log(np.asarray(fam.kappa_bar(n_arr * np.exp(-step)), dtype=np.float64))
+    return scalar_or_array((upper - lower) / (2 * step))
