@@ -222,6 +222,27 @@ def test_coupled_limit_scores():
         limits.coupled_limit_scores("gauss", gauss[:1], domain="frechet")
 
 
+def test_window_summaries():
+    """The window chapters' statistic: its summaries are softmax_stats at c kappa_bar_n (a statistic at
+    beta = c, or at c kappa_bar_n of another n, fails), and its corrections D_n vanish to rounding for
+    uniform rows, their own alpha = 1 limit, while Gaussian rows keep a correction of order 1/log n (a
+    statistic that compared the row with itself would give 0 there too)."""
+    rng = np.random.default_rng(5)
+    c_values, c_check = np.array([0.5, 1.0, 2.0, 4.0]), np.array([1.0, 4.0])
+    unif = critscale.families.get("unif").sample(256, 50, rng)  # (50, 256)
+    out = limits.window_summaries("unif", 256, c_values, c_check)(unif)
+    direct = critscale.softmax_stats(unif, c_values * critscale.families.get("unif").kappa_bar(256))
+    assert np.array_equal(out["collision"], direct.collision) and np.array_equal(out["entropy"], direct.entropy)
+    assert out["d_collision"].shape == (50, 2)
+    assert np.abs(out["d_collision"]).max() < 1e-12 and np.abs(out["d_entropy"]).max() < 1e-9
+    gauss = critscale.families.get("gauss").sample(256, 200, rng)
+    d = limits.window_summaries("gauss", 256, c_values, c_check)(gauss)["d_collision"][:, 0]  # (200,) at c = 1
+    assert abs(d.mean()) > 5 * d.std(ddof=1) / np.sqrt(len(d))
+    assert set(limits.window_summaries("gauss", 256, c_values)(gauss)) == {"collision", "entropy"}
+    with pytest.raises(ValueError, match="subset"):
+        limits.window_summaries("gauss", 256, c_values, [3.0])
+
+
 def test_expansion_parameter():
     """eps_n = d log kappa_bar_n / d log n: the closed forms of the Gumbel families (a slope in n, or a
     one-sided difference, misses them by far more than the 1e-7 allowed)."""

@@ -56,6 +56,7 @@ thm-06-gumbel            06    limits.gumbel_gaps                  test_limits_r
                                limits.poisson_limit_stats          test_limits_rules.py::test_coupled_limit_scores
                                limits.coupled_limit_scores         test_limits_rules.py::test_expansion_parameter
                                limits.expansion_parameter          test_extrapolation.py::test_standard_error_covers_the_truth_at_the_nominal_rate
+                               limits.window_summaries             test_limits_rules.py::test_window_summaries
                                extrapolation.extrapolate
 thm-07-weibull           07    limits.weibull_gaps                 test_limits_rules.py::test_limit_gap_laws
                                limits.poisson_limit_stats          test_limits_rules.py::test_weibull_limit_matches_uniform_rows

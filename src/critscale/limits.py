@@ -243,6 +243,46 @@ def coupled_limit_scores(family: Any, scores: Any, domain: Domain | None = None)
     return conv.restore(out, (values.shape[-1],))
 
 
+def window_summaries(family: Any, n: int, c_values: Any, c_check: Any = None):
+    """The Monte-Carlo statistic of the window chapters (Theorems 6 and 7): summaries at :math:`\\beta = c\\bar\\kappa_n`.
+
+    Returns a function of a chunk of rows ``scores`` ``(rows, n)`` of ``family``, for
+    :func:`critscale.montecarlo.run`, giving per row
+
+    - ``collision`` and ``entropy``: :math:`\\sum_ip_i^2` and :math:`H` at :math:`\\beta = c\\bar\\kappa_n` for each
+      ``c`` of ``c_values``, each ``(rows, len(c_values))``;
+    - with ``c_check`` (a subset of ``c_values``), the finite-size corrections :math:`D_n`,
+      ``d_collision`` and ``d_entropy`` ``(rows, len(c_check))``: the row's summary at
+      :math:`c\\bar\\kappa_n` minus that of its coupled limit points (:func:`coupled_limit_scores`) at
+      :math:`\\beta = c`, which vanish identically for a family that is its own limit.
+
+    Test: ``tests/test_limits_rules.py::test_window_summaries`` (the summaries equal ``softmax_stats`` at
+    :math:`c\\bar\\kappa_n`; :math:`D_n = 0` to rounding for uniform rows, not for Gaussian rows).
+    """
+    from .families import get
+    from .softmax import softmax_stats
+
+    fam = get(family)
+    c_values = np.asarray(c_values, dtype=np.float64)  # (m,)
+    kappa_bar = fam.kappa_bar(as_integer(n, "n", minimum=2))
+    if c_check is not None:
+        c_check = np.asarray(c_check, dtype=np.float64)  # (k,)
+        at = np.searchsorted(c_values, c_check)  # (k,) positions of c_check in c_values
+        if not np.array_equal(c_values[np.minimum(at, len(c_values) - 1)], c_check):
+            raise ValueError("c_check must be a subset of c_values (sorted)")
+
+    def statistic(scores: np.ndarray) -> dict[str, np.ndarray]:  # scores: (rows, n)
+        row = softmax_stats(scores, c_values * kappa_bar)  # each (rows, m)
+        out = {"collision": row.collision, "entropy": row.entropy}
+        if c_check is not None:
+            limit = softmax_stats(coupled_limit_scores(fam, scores), c_check)  # each (rows, k)
+            out["d_collision"] = row.collision[:, at] - limit.collision  # (rows, k)
+            out["d_entropy"] = row.entropy[:, at] - limit.entropy  # (rows, k)
+        return out
+
+    return statistic
+
+
 def expansion_parameter(family: Any, n: Any) -> Any:
     """The small parameter of the Gumbel window's finite-size correction: :math:`\\varepsilon_n = d\\log\\bar\\kappa_n/d\\log n`.
 
