@@ -13,6 +13,9 @@ PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= cpu
+# Notebooks run in parallel, one per core (they are independent; the reproducibility page waits
+# for the others).  JOBS=1 runs them one after the other.
+JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
 EXTRAS  := book,kernels,test
 MATHJAX_VERSION := 3.2.2
 
@@ -28,7 +31,10 @@ export HF_HUB_OFFLINE ?= 1
 NB_NAMES  := $(sort $(basename $(notdir $(wildcard notebooks/*.md))))
 CHAPTERS  := $(filter-out 99_reproducibility,$(NB_NAMES))
 EXEC_DIR  := build/executed/$(PROFILE)
-NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(NB_NAMES))
+# The longest notebook (it trains a small GPT-2 and reads SmolLM2) is listed first, so that a
+# parallel build starts it first.
+LONGEST   := 13_gpt2_attention
+NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(filter $(LONGEST),$(NB_NAMES)) $(filter-out $(LONGEST),$(NB_NAMES)))
 # Every library file an executed notebook depends on; the driver's rendering modules are
 # not among them (they run on every `make html`).
 RENDER_SRC := $(addprefix src/critscale/bookbuild/,__main__.py appendix.py downloads.py site.py summaries.py)
@@ -90,7 +96,8 @@ $(MATHJAX):
 # The book is rendered from a staged copy (prose, executed notebooks of this profile, the
 # theory brief as an appendix, the downloadable source archive and wheel), so profiles
 # never mix and the source tree holds no build products.
-html: notebooks $(MATHJAX)
+html: $(MATHJAX) $(VENV_OK)
+	@$(MAKE) --no-print-directory -j$(JOBS) notebooks
 	@$(DRIVER) html --profile $(PROFILE)
 
 book: html
@@ -98,7 +105,8 @@ book: html
 # The whole book as one PDF (LaTeX). System packages, once:
 #   apt-get install --no-install-recommends texlive-latex-recommended texlive-latex-extra \
 #     texlive-fonts-recommended tex-gyre latexmk
-pdf: notebooks
+pdf: $(VENV_OK)
+	@$(MAKE) --no-print-directory -j$(JOBS) notebooks
 	@$(DRIVER) pdf --profile $(PROFILE)
 
 # ---------------------------------------------------------------- tests

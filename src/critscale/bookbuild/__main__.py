@@ -47,18 +47,16 @@ def run_notebook(layout: Layout, name: str, overrides: dict | None = None) -> in
         print(f"error: no notebook notebooks/{name}.md", file=sys.stderr)
         return 2
     label = f"[{names.index(name) + 1:2d}/{len(names)}] {name:<28} {layout.profile}"
-    print(label, end="", flush=True)
-    try:
+    try:  # the line is printed whole when the run ends, so that parallel runs do not interleave
         seconds = execute(layout, name, overrides)
     except ParameterError as err:
-        print(f"\nerror: {err}", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
     except Exception as err:  # a failing cell: papermill's error carries the cell's traceback
-        print("  FAILED", flush=True)
         text = str(err) if type(err).__name__ == "PapermillExecutionError" else traceback.format_exc()
-        print(text, file=sys.stderr)
+        print(f"{label}  FAILED\n{text}", file=sys.stderr, flush=True)
         return 1
-    print(f"  {seconds:6.1f} s", flush=True)
+    print(f"{label}  {seconds:6.1f} s", flush=True)
     if overrides:
         print(f"executed notebook: {(layout.executed / name).relative_to(layout.root)}.ipynb; "
               f"results: {layout.results.relative_to(layout.root)}/")
