@@ -13,8 +13,10 @@ PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= cpu
-# Notebooks run in parallel, one per core (they are independent; the reproducibility page waits
-# for the others).  JOBS=1 runs them one after the other.
+# Notebooks run in parallel, one per core (they are independent); JOBS=1 runs them one after the
+# other.  The notebook that trains and reads transformers with torch runs alone afterwards: torch's
+# threads slow down several-fold when another process shares the cores (measured: 150 s alone,
+# 539 s beside the other chapters on 2 cores), and the reproducibility page waits for all.
 JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
 EXTRAS  := book,kernels,test
 MATHJAX_VERSION := 3.2.2
@@ -31,10 +33,9 @@ export HF_HUB_OFFLINE ?= 1
 NB_NAMES  := $(sort $(basename $(notdir $(wildcard notebooks/*.md))))
 CHAPTERS  := $(filter-out 99_reproducibility,$(NB_NAMES))
 EXEC_DIR  := build/executed/$(PROFILE)
-# The longest notebook (it trains a small GPT-2 and reads SmolLM2) is listed first, so that a
-# parallel build starts it first.
-LONGEST   := 13_gpt2_attention
-NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(filter $(LONGEST),$(NB_NAMES)) $(filter-out $(LONGEST),$(NB_NAMES)))
+NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(NB_NAMES))
+TORCH_NB  := 13_gpt2_attention
+PARALLEL_OUT := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(filter-out $(TORCH_NB) 99_reproducibility,$(NB_NAMES)))
 # Every library file an executed notebook depends on; the driver's rendering modules are
 # not among them (they run on every `make html`).
 RENDER_SRC := $(addprefix src/critscale/bookbuild/,__main__.py appendix.py downloads.py site.py summaries.py)
@@ -43,7 +44,7 @@ GPU_DATA  := $(wildcard results/gpu/*)
 VENV_OK   := $(VENV)/.installed
 MATHJAX   := build/vendor/mathjax/tex-chtml.js
 
-.PHONY: help env lock notebooks notebook book html test pytest pdf bench gpu-results clean
+.PHONY: help env lock notebooks notebooks-all notebook book html test pytest pdf bench gpu-results clean
 
 help:
 	@sed -n '2,7p' Makefile
@@ -96,8 +97,12 @@ $(MATHJAX):
 # The book is rendered from a staged copy (prose, executed notebooks of this profile, the
 # theory brief as an appendix, the downloadable source archive and wheel), so profiles
 # never mix and the source tree holds no build products.
-html: $(MATHJAX) $(VENV_OK)
-	@$(MAKE) --no-print-directory -j$(JOBS) notebooks
+# Every notebook of the profile: the independent ones in parallel, then the others.
+notebooks-all: $(VENV_OK)
+	@$(MAKE) --no-print-directory -j$(JOBS) $(PARALLEL_OUT)
+	@$(MAKE) --no-print-directory notebooks
+
+html: $(MATHJAX) notebooks-all
 	@$(DRIVER) html --profile $(PROFILE)
 
 book: html
@@ -105,8 +110,7 @@ book: html
 # The whole book as one PDF (LaTeX). System packages, once:
 #   apt-get install --no-install-recommends texlive-latex-recommended texlive-latex-extra \
 #     texlive-fonts-recommended tex-gyre latexmk
-pdf: $(VENV_OK)
-	@$(MAKE) --no-print-directory -j$(JOBS) notebooks
+pdf: notebooks-all
 	@$(DRIVER) pdf --profile $(PROFILE)
 
 # ---------------------------------------------------------------- tests
