@@ -8,28 +8,28 @@ row names the wrong chapter.
 import re
 from pathlib import Path
 
+import pytest
+
 import critscale
+from critscale import resultmap
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def table_rows():
     """(label, chapter, functions, tests) per result, continuation lines merged."""
-    lines = critscale.__doc__.splitlines()
-    borders = [i for i, line in enumerate(lines) if line.startswith("====")]
-    assert len(borders) == 3, "the docstring must hold one simple table (three border lines)"
-    spans = [(m.start(), m.end()) for m in re.finditer(r"=+", lines[borders[0]])]
-    rows = []
-    for line in lines[borders[1] + 1:borders[2]]:
-        cells = [line[start:(spans[k + 1][0] if k + 1 < len(spans) else None)].strip()
-                 for k, (start, _) in enumerate(spans)]
-        if cells[0]:
-            rows.append([cells[0], cells[1], [], []])
-        else:
-            assert rows, "a continuation line cannot come first"
-        rows[-1][2] += [f.strip() for f in cells[2].split(",") if f.strip()]
-        rows[-1][3] += [t.strip() for t in cells[3].split(",") if t.strip()]
-    return rows
+    return [[r.label, r.chapter, list(r.functions), list(r.tests)] for r in resultmap.results()]
+
+
+def test_results_parser_merges_continuation_lines_and_refuses_a_broken_table():
+    """A parser that dropped continuation lines would lose the second function and test below."""
+    doc = ("x\n\n====  ==  ====  ====\nres   ch  fn    test\n====  ==  ====  ====\n"
+           "a-1   01  f     t.py::t1\n          g     t.py::t2\nb-2   02  h     t.py::t3\n====  ==  ====  ====\n")
+    rows = resultmap.results(doc)
+    assert rows == [resultmap.Result("a-1", "01", ("f", "g"), ("t.py::t1", "t.py::t2")),
+                    resultmap.Result("b-2", "02", ("h",), ("t.py::t3",))]
+    with pytest.raises(ValueError, match="three border lines"):
+        resultmap.results("no table here")
 
 
 def notebook_labels():

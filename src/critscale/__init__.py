@@ -87,7 +87,7 @@ from .roots import beta_at_entropy, beta_at_max_weight
 from . import (bounds, crossover, extrapolation, families, fitting, keys, limits, montecarlo, planted, profiles,
                quantile_rows, rules)
 from .pagedata import record, record_figure
-from . import gpu_records, plotting, provenance, tables
+from . import gpu_records, plotting, provenance, resultmap, tables
 
 __version__ = "0.1.0"
 
