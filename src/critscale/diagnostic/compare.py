@@ -117,11 +117,27 @@ def null_table(lines: list[dict]) -> pd.DataFrame:
                                                                f"{l['beyond']}"} for l in lines])
 
 
+NULL_CONSTRUCTIONS = {
+    "gauss_qk": r"i.i.d. Gaussian queries and keys (Gumbel class, \(\bar\kappa_n \sim \sqrt{2\log n}\))",
+    "sink_qk": "Gaussian queries and keys with the first key of every forward aligned with every query "
+               "(planted row, sink)",
+    "ptail1": r"exponential scores, \(\bar\kappa_n = 1\)",
+    "ptail2": r"scores with tail \(e^{-x^2}\), \(\bar\kappa_n = 2\sqrt{\log n}\)",
+    "logexp": r"log-exponential scores, \(\bar\kappa_n = \log n\)",
+    "edge": r"endpoint singularity \(e^{-1/u}\), \(\bar\kappa_n = (\log n)^2\)",
+    "unif": r"scores uniform on an interval (Weibull, \(\alpha = 1\))",
+    "sphere9": r"\(q\cdot k\) with keys uniform on the sphere \(S^8\) (Weibull, \(\alpha = 4\))",
+    "planted": r"one score a margin 1 above a uniform bulk, \(\bar\kappa_n = \log n\)",
+    "planted_shrink": r"planted with margin \(1/\log n\), \(\bar\kappa_n = (\log n)^2\)",
+}
+"""The construction of each null (:data:`.nulls.NULLS`), with its maths typeset for the book's table."""
+
+
 def nulls_table(diag: Diagnosis) -> pd.DataFrame:
     """The null heads of a diagnosis: construction, law by construction and law read, shares, gamma, exact slope."""
     n = diag.nulls
     return pd.DataFrame({
-        "null": n["unit"], "construction": n["description"], "law by construction": n["known_law"],
+        "null": n["unit"], "construction": [NULL_CONSTRUCTIONS[u] for u in n["unit"]], "law by construction": n["known_law"],
         "law read": n["law"], "step rows": n["rows_step"], "power rows": n["rows_power"],
         "\\(\\gamma\\) [95%]": [f"{g:.2f} [{lo:.2f}, {hi:.2f}]" for g, lo, hi in
                                 zip(n["gamma"], n["gamma_low"], n["gamma_high"])],

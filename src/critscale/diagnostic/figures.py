@@ -16,7 +16,7 @@ import matplotlib
 import matplotlib.ticker
 import numpy as np
 
-from .nulls import RULE_LABEL, RULE_NULLS
+from .nulls import RULE_NULLS
 from .summary import CROSSOVER, REFERENCE_NULL
 
 LAW_COLORS = {"linear": "#0072B2", "power": "#009E73", "step": "#D55E00", "undefined": "#999999"}
@@ -49,6 +49,9 @@ def _laws(diag):
 
 
 RULE_STYLES = {"none": ":", "sqrt_2_log_n": "--", "ssmax": "-.", "log_n_squared": (0, (5, 1, 1, 1, 1, 1))}
+RULE_NAMES = {"none": "no rule / YaRN below $n_{\\rm train}$", "sqrt_2_log_n": "$\\sqrt{2\\log n}$",
+              "ssmax": "$\\log n$ (SSMax, Su)", "log_n_squared": "$(\\log n)^2$"}
+"""Legend name of each audited growth law (YaRN leaves the logits unchanged up to its training length)."""
 TEXT = 9.5  # points; every figure is at most 7 inches wide, so this is its size on the page
 
 
@@ -93,8 +96,7 @@ def kappa_vs_n(diag):
         ax.set_xlabel("log n", fontsize=TEXT)
     axes[0].set_ylabel("median κ₁₆", fontsize=TEXT)
     handles = [matplotlib.lines.Line2D([], [], color="k", lw=1.1, linestyle=RULE_STYLES[rule],
-                                       label=f"{RULE_LABEL[rule]}: " + ", ".join(
-                                           t[rule] for t in RULE_NULLS.values() if rule in t)) for rule in RULE_STYLES]
+                                       label=RULE_NAMES[rule]) for rule in RULE_STYLES]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=9, bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout(rect=(0, 0.17, 1, 1))
     return fig

@@ -266,8 +266,8 @@ def _load_gguf(gguf_file: Path, package: str | None, cache_root, options: dict) 
     model, tokenizer = _load_transformers(str(directory.resolve()), is_dir=True, **options)
     label = f"{package} {version(package)}: {gguf_file.name}" if package else _display_path(gguf_file)
     tensors = ", ".join(f"{n} {t}" for t, n in record["tensor_types"].items())
-    cache = (f"read from the float32 cache {_display_path(directory)}" if record["cached"] else
-             f"dequantised in {record['dequantise_seconds']:.0f} s and cached as float32 in {_display_path(directory)}")
+    cache = ("read from the build's float32 cache" if record["cached"] else
+             f"dequantised in {record['dequantise_seconds']:.0f} s and cached as float32 in the build")
     provenance = (f"{record['quantisation']} GGUF, dequantised to float32 (tensors: {tensors}); "
                   f"model and tokenizer from the GGUF file, {cache}")
     return LoadedModel(model, tokenizer, str(gguf_file), "gguf", label=label, provenance=provenance)
