@@ -327,3 +327,18 @@ def test_a_downloaded_notebook_runs_with_only_the_books_wheel(tmp_path):
                 os.environ[key] = value
     assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert (work / "build" / "results" / "interactive" / "interactive.json").exists()
+
+
+def test_recorded_strings_carry_markdown_for_glue_md(tmp_path, monkeypatch):
+    """A sentence built from the data and glued with {glue:md} needs a text/markdown form; without it
+    the strict build fails ('No text/markdown found'), as it did for chapters 06-09."""
+    from critscale import pagedata
+
+    monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("CRITSCALE_NOTEBOOK", "x")
+    glued = {}
+    monkeypatch.setattr(pagedata, "glue", lambda key, value, display=False, bundle=None: glued.update({key: bundle}))
+    pagedata.record("sentence", "all $12$ cells")
+    pagedata.record("count", 12)
+    assert glued["sentence"]["text/markdown"] == "all $12$ cells"
+    assert glued["count"] is None  # numbers keep IPython's own formatting

@@ -120,13 +120,18 @@ def record(key: str, value: Any, display: bool = False, digits: int = 4) -> None
     Returns nothing, so a cell that ends with ``record(...)`` prints nothing.
     A pandas DataFrame is glued as a publication table (``critscale.tables.table_bundle``:
     ``digits`` significant digits, ``\\(...\\)`` typeset as math, no row index) and stored
-    in full as records.
+    in full as records.  A string is glued as text and as markdown (``{glue:md}``).
     """
     value_plain = plain(value)
     if _is_dataframe(value):
         from .tables import table_bundle
 
         glue(key, value, display=display, bundle=table_bundle(value, digits=digits))
+    elif isinstance(value_plain, str):  # also as markdown, for {glue:md} (sentences built from the data)
+        from IPython.core.formatters import format_display_data
+
+        glue(key, value_plain, display=display,
+             bundle={**format_display_data(value_plain)[0], "text/markdown": value_plain})
     else:
         glue(key, value_plain, display=display)
     _store(key, value_plain)
