@@ -44,7 +44,7 @@ GPU_DATA  := $(wildcard results/gpu/*)
 VENV_OK   := $(VENV)/.installed
 MATHJAX   := build/vendor/mathjax/tex-chtml.js
 
-.PHONY: help env lock notebooks notebooks-all notebook book html test pytest pdf bench gpu-results clean
+.PHONY: help env lock notebooks notebooks-all notebooks-parallel notebook book html test pytest pdf bench gpu-results clean
 
 help:
 	@sed -n '2,7p' Makefile
@@ -85,6 +85,7 @@ $(EXEC_DIR)/%.ipynb: notebooks/%.md params/$(PROFILE)/%.yaml $(LIB_SRC) $(GPU_DA
 $(EXEC_DIR)/99_reproducibility.ipynb: $(patsubst %,$(EXEC_DIR)/%.ipynb,$(CHAPTERS))
 
 notebooks: $(NB_OUT)
+	@:
 
 notebook: $(EXEC_DIR)/$(NB).ipynb
 
@@ -99,8 +100,11 @@ $(MATHJAX):
 # never mix and the source tree holds no build products.
 # Every notebook of the profile: the independent ones in parallel, then the others.
 notebooks-all: $(VENV_OK)
-	@$(MAKE) --no-print-directory -j$(JOBS) $(PARALLEL_OUT)
+	@$(MAKE) --no-print-directory -j$(JOBS) notebooks-parallel
 	@$(MAKE) --no-print-directory notebooks
+
+notebooks-parallel: $(PARALLEL_OUT)
+	@:
 
 html: $(MATHJAX) notebooks-all
 	@$(DRIVER) html --profile $(PROFILE)
