@@ -370,8 +370,8 @@ def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1,
 def _sample_kernel(out_ptr, seed, p0, p1, top, R, n, row0, BM: tl.constexpr, BN: tl.constexpr,
                    FAM: tl.constexpr, FAST: tl.constexpr):
     """Write the generated scores of a ``(R, n)`` block (testing and the CPU equality check)."""
-    rows = tl.program_id(0) * BM + tl.arange(0, BM)
-    c = tl.program_id(1) * BN
+    c = tl.program_id(0) * BN  # column tiles on axis 0: up to 2^31 - 1 of them (axis 1 stops at 65535)
+    rows = tl.program_id(1) * BM + tl.arange(0, BM)
     s, inside = _family_tile(seed, rows, rows < R, row0, c, n, top, FAM, p0, p1, BN, FAST)  # (BM, V, L)
     cols = c + tl.arange(0, _V)[None, :, None] + 4 * tl.arange(0, BN // _V)[None, None, :]
     tl.store(out_ptr + rows.to(tl.int64)[:, None, None] * n + cols, s, mask=inside)
@@ -463,7 +463,9 @@ def sample_scores(family: Any, n: int, rows: int, *, seed: int = 0, row0: int = 
     dev = torch.device("cuda") if which == "triton-cuda" else torch.device("cpu")
     out = torch.empty(rows, n, dtype=torch.float32, device=dev)
     BM, BN = 16, 64
-    grid = (triton.cdiv(rows, BM), triton.cdiv(n, BN))
+    grid = (triton.cdiv(n, BN), triton.cdiv(rows, BM))
+    if grid[1] > 65535:
+        raise ValueError(f"rows must be at most {65535 * BM} per call, got {rows}")
     _sample_kernel[grid](out, int(seed), float(fc.p0), float(fc.p1), float(fc.top), rows, n, int(row0),
                          BM=BM, BN=BN, FAM=fc.code, FAST=which == "triton-cuda")
     return out, which

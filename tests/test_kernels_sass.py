@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,10 @@ def test_pipes_and_hot_loop_of_a_listing():
 
 SCRIPT = """
 import json
+import sys
+sys.path.insert(0, SCRIPTS_DIR)
+from gpu_suite.env import ensure_importable  # critscale from the tree where it is not installed (the GPU machine)
+ensure_importable()
 from critscale.kernels import ceilings, sass
 c = sass.compile_sass(ceilings.exp2_chains, {"x_ptr": "*fp32", "o_ptr": "*fp32"}, {"ITERS": 64, "BLOCK": 128},
                       num_warps=4)
@@ -57,7 +62,8 @@ def test_compiles_for_sm90a_and_counts_the_exp2_loop():
     chains are unrolled (no loop: the whole kernel is counted) and issue exactly 256 MUFU.EX2 and no shuffle.
     Fails if ptxas/cuobjdump are missing, if the target is not sm_90a, or if the counting drops or adds any."""
     env = dict(os.environ, TRITON_INTERPRET="0")
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    script = SCRIPT.replace("SCRIPTS_DIR", repr(str(Path(__file__).resolve().parents[1] / "scripts")))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["ops"]["MUFU"] == 256 and res["pipes"]["MUFU"] == 256 and "SHFL" not in res["pipes"]
