@@ -21,9 +21,11 @@ Uniforms: ``u = min((x + 1/2) 2^-32, 1 - 2^-24)`` from a 32-bit word ``x``, in `
 fp32 with correctly rounded operations, so the uniforms are bit-identical on every backend (GPU, the
 interpreter, the numpy mirror :func:`sample_scores_numpy`).  The families then apply ``log2``, ``exp2``,
 ``sqrt``, ``cos``, ``sin`` in fp32: on CUDA the fast hardware approximations (``lg2.approx``, ``ex2.approx``,
-``sin/cos.approx`` after the argument is put in ``(-pi, pi)``, libdevice's ``__nv_fast_*``); the interpreter
-and the numpy mirror call the same numpy functions and agree bit for bit.  So GPU scores differ from the
-mirror in the last bits (about ``1e-6`` relative, ``1e-6`` absolute for the cosine).  Tail resolution: the
+``sin/cos.approx`` after the argument is put in ``(-pi, pi)``, libdevice's ``__nv_fast_*``), except the
+logarithm of the uniform itself, which is libdevice's accurate ``log2``: ``lg2.approx`` has an absolute error
+of about ``2^-22`` near 1, which is a large relative error of ``-ln u`` there (on an H200 the fast version
+put a ptail3 score of 0.022 off by 1.4e-3 relative).  The interpreter and the numpy mirror call the same
+numpy functions and agree bit for bit; GPU scores differ from the mirror in the last bits.  Tail resolution: the
 smallest uniform is ``2^-33``, so an exponential variate reaches 22.9 and a Gaussian 6.77: enough for ``n``
 up to about ``2^30``.
 
@@ -274,11 +276,20 @@ def _log2(x, FAST: tl.constexpr):
 
 
 @triton.jit
+def _log2_uniform(u, FAST: tl.constexpr):
+    """log2 of a uniform in (0, 1), accurate in both modes (see the module docstring)."""
+    if FAST:
+        return libdevice.log2(u)
+    else:
+        return tl.log2(u)
+
+
+@triton.jit
 def _one_word(x, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
     """One score of a one-word family from the 32-bit word ``x``."""
     u = _uniform(x)
     if FAM == PTAIL or FAM == LOGEXP or FAM == EDGE:
-        e = _log2(u, FAST) * -0.6931471805599453  # E = -ln u
+        e = _log2_uniform(u, FAST) * -0.6931471805599453  # E = -ln u
         if FAM == PTAIL:
             s = tl.exp2(_log2(e, FAST) * p0)
         elif FAM == LOGEXP:
@@ -290,14 +301,14 @@ def _one_word(x, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
     elif FAM == SIMPLEX:
         s = p0 + p1 * (2.0 * u - 1.0)
     else:  # PARETO
-        s = tl.exp2(-_log2(u, FAST) * p0)
+        s = tl.exp2(-_log2_uniform(u, FAST) * p0)
     return s
 
 
 @triton.jit
 def _box_muller(xa, xb, FAST: tl.constexpr):
     """Two Gaussians from two words: ``r cos theta, r sin theta`` with ``theta`` in ``(-pi, pi)``."""
-    r = tl.sqrt(_log2(_uniform(xa), FAST) * -1.3862943611198906)
+    r = tl.sqrt(_log2_uniform(_uniform(xa), FAST) * -1.3862943611198906)
     theta = (_uniform(xb) - 0.5) * 6.283185307179586
     if FAST:
         return r * libdevice.fast_cosf(theta), r * libdevice.fast_sinf(theta)
