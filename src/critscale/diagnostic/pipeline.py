@@ -18,11 +18,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import laws, nulls as nulls_module, summary
+from . import budget, laws, nulls as nulls_module, summary
 from .design import Design, DesignError, make_design
 from .qkfile import validate_qk
 from .rows import BETA_GRID, MODEL_BETA, block_statistics, resolve_backend
-from .windows import ArraySource, ModelSource
+from .windows import BLOCK_ELEMENTS, ArraySource, ModelSource
 
 WINDOWS = 32  # default number of windows
 NULL_WINDOW_FACTOR = 4  # nulls read this many times the input's windows (at least MIN_NULL_WINDOWS)
@@ -75,12 +75,44 @@ def _read_source(source, design: Design, backend: str) -> dict:
     return _concatenate([block_statistics(block, backend) for block in source.blocks(design)])
 
 
+def resolve_null_windows(null_windows, windows: int) -> int:
+    """Windows of every null: ``null_windows`` checked (an integer >= 1), or the default for ``windows``."""
+    if null_windows is None:
+        return max(NULL_WINDOW_FACTOR * int(windows), MIN_NULL_WINDOWS)
+    if isinstance(null_windows, (bool, np.bool_)) or not isinstance(null_windows, (int, np.integer)) \
+            or null_windows < 1:
+        raise DesignError(f"null_windows (--null-windows) must be an integer >= 1 (None for the default), "
+                          f"got {null_windows!r}")
+    return int(null_windows)
+
+
+def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: int, *, keep_rows: bool,
+                 windows_option: str) -> None:
+    """Refuse, before any allocation, a diagnosis whose heads or nulls need more memory than the machine has."""
+    block = BLOCK_ELEMENTS if isinstance(source, ArraySource) else 0  # a model source reads one window a block
+    L, H, W, d = (int(source.n_layers), int(source.n_heads), int(source.n_windows), int(source.head_dim))
+    heads = budget.heads_bytes(L, H, W, d, design, keep_rows=keep_rows, block_elements=block)
+    budget.check(heads, f"reading {L} layers x {H} heads x {W} windows ({windows_option})",
+                 "read fewer windows, layers or heads")
+    kinds = [nulls_module.NULLS[name].kind for name in nulls]
+    need = budget.nulls_bytes(kinds, null_windows, d, design, keep_rows=keep_rows, block_elements=BLOCK_ELEMENTS,
+                              workers=min(kinds.count("rows"), os.cpu_count() or 1))
+    budget.check(need, f"null_windows {null_windows} (--null-windows) for {len(nulls)} null(s)",
+                 "give fewer null windows or fewer nulls", beside=heads, beside_what="the heads")
+
+
 def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module.DEFAULT_NULLS,
                     null_windows: int | None = None, seed: int = 0, backend: str = "auto",
                     keep_rows: bool = False, meta: dict | None = None,
-                    on_null: Callable[[str], None] | None = None) -> Diagnosis:
-    """Read every head of ``source`` and the null heads over ``design``; summarise them all."""
+                    on_null: Callable[[str], None] | None = None, windows_option: str = "windows") -> Diagnosis:
+    """Read every head of ``source`` and the null heads over ``design``; summarise them all.
+
+    Every size is checked against the machine's memory first (:func:`check_memory`); ``windows_option``
+    names the option that set the input's windows in that message.
+    """
     nulls = nulls_module.check_names(nulls)
+    null_windows = resolve_null_windows(null_windows, source.n_windows)
+    check_memory(source, design, nulls, null_windows, keep_rows=keep_rows, windows_option=windows_option)
     backend = resolve_backend(backend)
     start = time.perf_counter()
     data = _read_source(source, design, backend)
@@ -88,7 +120,6 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     heads_seconds = time.perf_counter() - start
     spread = float(np.median(data["spread"]))
     del data
-    null_windows = null_windows or max(NULL_WINDOW_FACTOR * source.n_windows, MIN_NULL_WINDOWS)
     units = [(f"L{l}H{h}", l, h, d) for (l, h), d in head_data.items()]
     rngs = {name: np.random.default_rng([seed, 97, i]) for i, name in enumerate(nulls)}
     row_nulls = [name for name in nulls if nulls_module.NULLS[name].kind == "rows"]
@@ -178,6 +209,7 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
     try:
         diag = diagnose_source(source, plan, describe=loaded.describe(), nulls=nulls, null_windows=null_windows,
                                seed=seed, backend=backend, keep_rows=keep_rows,
+                               windows_option=f"max_windows {max_windows} (--max-windows)",
                                meta={"checkpoint": loaded.checkpoint, "tokens": int(windows.size), **(meta or {})},
                                on_null=None if bar is None else (lambda name: bar.set_description(f"null {name}")))
     finally:
@@ -202,4 +234,4 @@ def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_
     describe = (f"q/k arrays: {layers} layers x {heads} heads, {windows} windows of {T} tokens, d_head {d}, "
                 f"scale {arrays.scale:.6g}, {'causal' if arrays.causal else 'not causal'}")
     return diagnose_source(source, plan, describe=describe, nulls=nulls, null_windows=null_windows, seed=seed,
-                           backend=backend, keep_rows=keep_rows, meta=meta)
+                           backend=backend, keep_rows=keep_rows, meta=meta, windows_option="the q/k input's shape")
