@@ -184,3 +184,20 @@ def test_a_file_larger_than_memory_is_refused_from_its_headers_before_any_read(t
     monkeypatch.setattr(budget, "memory_limit", lambda: 50_000)
     with pytest.raises(QKFileError, match="array q declares shape .* 64 KiB; this machine can hold 48.8 KiB"):
         load_qk_file(path)
+
+
+def test_an_all_zero_file_reports_degenerate_heads(tmp_path, capsys):
+    """All-zero q and k: the run completes, heads.csv flags both heads degenerate (no sink, no kappa), and the
+    printed summary carries one warning line (the old run reported sink=True, kappa=inf without one)."""
+    q = np.zeros(SHAPE, dtype=np.float32)
+    path = tmp_path / "zeros.npz"
+    np.savez_compressed(path, q=q, k=q)
+    status, printed = _run(path, tmp_path / "out", capsys)
+    assert status == 0, printed.err
+    heads = pd.read_csv(tmp_path / "out" / "heads.csv")
+    assert heads["degenerate"].all() and not heads["sink"].any() and heads["kappa"].isna().all()
+    assert (heads["law"] == "undefined").all()
+    assert [line for line in printed.out.splitlines() if line.startswith("warning:")][0].startswith(
+        "warning: 2 of 2 heads are degenerate")
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["degenerate_heads"] == ["L0H0", "L0H1"] and summary["degenerate_head_count"] == 2

@@ -28,7 +28,7 @@ WINDOWS = 32  # default number of windows
 NULL_WINDOW_FACTOR = 4  # nulls read this many times the input's windows (at least MIN_NULL_WINDOWS)
 MIN_NULL_WINDOWS = 32
 ROW_COLUMNS = ("unit", "layer", "head", "window", "level", "n", "query", "kappa", "kappa16", "beta_half",
-               "p_max", "entropy", "first_weight", "argmax_first", "spread", "law")
+               "p_max", "entropy", "first_weight", "argmax_first", "spread", "degenerate", "law")
 
 
 @dataclass
@@ -67,7 +67,8 @@ def _row_frame(unit: str, layer: int, head: int, data: dict) -> pd.DataFrame:
         "n": data["n"], "query": data["query"], "kappa": data["kappa"], "kappa16": data["kappa16"],
         "beta_half": data["beta_half"], "p_max": data["max_weight"][:, MODEL_BETA],
         "entropy": data["entropy"][:, MODEL_BETA], "first_weight": data["first_weight"],
-        "argmax_first": data["argmax_first"], "spread": data["spread"], "law": summary.row_laws(data)},
+        "argmax_first": data["argmax_first"], "spread": data["spread"], "degenerate": data["degenerate"],
+        "law": summary.row_laws(data)},
         columns=list(ROW_COLUMNS))
 
 
@@ -101,6 +102,22 @@ def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: i
                  "give fewer null windows or fewer nulls", beside=heads, beside_what="the heads")
 
 
+NULL_SPREAD_WITHOUT_ROWS = 1.0  # logit spread of the q/k nulls when every row of the input is degenerate
+
+
+def null_spread(data: dict) -> tuple[float, str]:
+    """The q/k nulls' logit spread: the median spread of the input's non-degenerate rows, and where it came from.
+
+    Degenerate rows (all logits equal) have spread 0 and would make the nulls degenerate too; when
+    every row is degenerate there is no spread to copy and :data:`NULL_SPREAD_WITHOUT_ROWS` is used.
+    """
+    live = ~np.asarray(data["degenerate"], dtype=bool)
+    if live.any():
+        return float(np.median(data["spread"][live])), "the median spread of the input's non-degenerate rows"
+    return NULL_SPREAD_WITHOUT_ROWS, (f"every row of the input is degenerate: the q/k nulls use logit spread "
+                                      f"{NULL_SPREAD_WITHOUT_ROWS:g}")
+
+
 def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module.DEFAULT_NULLS,
                     null_windows: int | None = None, seed: int = 0, backend: str = "auto",
                     keep_rows: bool = False, meta: dict | None = None,
@@ -118,7 +135,7 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     data = _read_source(source, design, backend)
     head_data = _split_units(data, source.n_heads)
     heads_seconds = time.perf_counter() - start
-    spread = float(np.median(data["spread"]))
+    spread, spread_from = null_spread(data)
     del data
     units = [(f"L{l}H{h}", l, h, d) for (l, h), d in head_data.items()]
     rngs = {name: np.random.default_rng([seed, 97, i]) for i, name in enumerate(nulls)}
@@ -161,6 +178,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "window_length": design.window_length, "windows": int(source.n_windows),
             "layers": int(source.n_layers), "heads": int(source.n_heads), "head_dim": int(source.head_dim),
             "nulls": list(nulls), "null_windows": int(null_windows), "null_spread": spread,
+            "null_spread_from": spread_from, "degenerate_heads": heads.loc[heads["degenerate"], "unit"].tolist(),
+            "degenerate_threshold": summary.DEGENERATE_THRESHOLD,
             "kappa16_min_n": summary.KAPPA16_MIN_N, "law_min_n": summary.LAW_MIN_N, "shape_k": laws.SHAPE_K,
             "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": int(source.n_windows) >= laws.MIN_WINDOWS,
             "crossover": list(summary.CROSSOVER), "backend": backend, "beta_grid": BETA_GRID.tolist(),
