@@ -201,3 +201,20 @@ def test_an_all_zero_file_reports_degenerate_heads(tmp_path, capsys):
         "warning: 2 of 2 heads are degenerate")
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["degenerate_heads"] == ["L0H0", "L0H1"] and summary["degenerate_head_count"] == 2
+
+
+@pytest.mark.parametrize("extra,message", [
+    (("--null-windows", "1000000000"), "null_windows 1000000000 (--null-windows) for 2 null(s) needs about "),
+    (("--nulls", "gauss_qk,ptail2,gauss_qk"), "null gauss_qk is given more than once"),
+])
+def test_null_options_the_machine_cannot_run_exit_2_with_one_line(tmp_path, capsys, extra, message):
+    """Refused from the sizes, before any computation: one line, exit 2, no run directory left."""
+    q, k = _arrays()
+    path = tmp_path / "qk.npz"
+    np.savez(path, q=q, k=k)
+    status = main(["diagnose", "--qk", str(path), "--out", str(tmp_path / "out"), "--nulls", FEW_NULLS,
+                   "--no-figures", *extra])
+    printed = capsys.readouterr()
+    lines = printed.err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and message in lines[0], printed.err
+    assert not (tmp_path / "out").exists()
