@@ -75,4 +75,5 @@ def test_estimates_grow_with_every_size():
     assert budget.heads_bytes(2, 3, 10, 16, design, keep_rows=True, block_elements=pipeline.BLOCK_ELEMENTS) > base
     small = budget.nulls_bytes(["qk", "rows"], 10, 16, design, keep_rows=False, block_elements=2**24, workers=2)
     assert budget.nulls_bytes(["qk", "rows"], 20, 16, design, keep_rows=False, block_elements=2**24, workers=2) > small
+    assert budget.capture_bytes(2, 3, 512, 16) == 2 * budget.capture_bytes(2, 3, 256, 16) > 0
     assert budget.human(8 * 10**12) == "7.28 TiB" and budget.human(512) == "512 B"

@@ -12,7 +12,9 @@ The estimates count the large arrays of each stage, not every Python object:
 * a block of logits is held with about :data:`BLOCK_COPIES` float64 temporaries of its size;
 * a row null holds its rows of one level, ``(windows, queries, n)`` float64, with the same temporaries,
   in up to as many threads as there are row nulls and CPUs;
-* a q/k null draws ``(windows, T, d_head)`` float64 normals for its queries and keys, kept as float32.
+* a q/k null draws ``(windows, T, d_head)`` float64 normals for its queries and keys, kept as float32;
+* a model's forward of T tokens captures every layer's queries and keys as float32, twice while they
+  are stacked (:func:`critscale.models.capture.capture_qk`; the model's own activations are not counted).
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ def block_bytes(layers: int, heads: int, windows: int, queries: int, n: int, hea
     logits = layers * heads * batch * queries * n
     keys = layers * heads * batch * n * head_dim  # the float64 copies of the block's queries and keys
     return 8 * (BLOCK_COPIES * logits + 2 * keys)
+
+
+def capture_bytes(layers: int, heads: int, length: int, head_dim: int) -> int:
+    """Queries and keys captured from one forward of ``length`` tokens: float32, held twice while stacked."""
+    return 2 * 2 * 4 * int(layers) * int(heads) * int(length) * int(head_dim)
 
 
 def rows_read(layers: int, heads: int, windows: int, queries: int, levels) -> int:

@@ -93,6 +93,8 @@ def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: i
     block = BLOCK_ELEMENTS if isinstance(source, ArraySource) else 0  # a model source reads one window a block
     L, H, W, d = (int(source.n_layers), int(source.n_heads), int(source.n_windows), int(source.head_dim))
     heads = budget.heads_bytes(L, H, W, d, design, keep_rows=keep_rows, block_elements=block)
+    if not isinstance(source, ArraySource):
+        heads += budget.capture_bytes(L, H, design.window_length, d)
     budget.check(heads, f"reading {L} layers x {H} heads x {W} windows ({windows_option})",
                  "read fewer windows, layers or heads")
     kinds = [nulls_module.NULLS[name].kind for name in nulls]
