@@ -215,7 +215,8 @@ def as_scores(scores: Any, name: str = "scores") -> Converted:
     """Validate a score array ``(..., n)`` and flatten its batch axes.
 
     ``-inf`` entries are masked, and so are the masked entries of a numpy masked array; NaN and
-    ``+inf`` raise ``ValueError``, and so does a row whose every entry is masked (or a row of length zero).  The score range of a row must be representable:
+    ``+inf`` raise ``ValueError``, and so does a row whose every entry is masked (or a row of length zero).
+    The score range of a row must be representable:
     ``max - min`` has to be finite in float64.
     """
     arr, device = _to_numpy(scores, name, masked_value=-np.inf)

@@ -134,8 +134,8 @@ def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = Tru
     from critscale.pagedata import _json_safe, plain
 
     summary = {**diag.meta, "law_counts": law_counts(diag), "regime_counts": regime_counts(diag),
-               "sink_heads": int(diag.heads["sink"].sum()), "degenerate_head_count": len(diag.meta.get("degenerate_heads", [])),
-               "run": record}
+               "sink_heads": int(diag.heads["sink"].sum()),
+               "degenerate_head_count": len(diag.meta.get("degenerate_heads", [])), "run": record}
     (out / "summary.json").write_text(json.dumps(_json_safe(plain(summary)), indent=1) + "\n")
     (out / "summary.txt").write_text(summary_text(diag, record) + "\n")
     written += [out / "summary.json", out / "summary.txt"]
