@@ -31,6 +31,10 @@ FALLBACK_LIMIT = 16 * 2**30  # when the machine does not report its memory
 CGROUP_LIMITS = (Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
 
 
+class MemoryBudgetError(ValueError):
+    """A size-like input asks for more memory than this machine can hold; the message names it."""
+
+
 def memory_limit() -> int:
     """Bytes this process can hold: the machine's physical memory, or a smaller cgroup limit."""
     try:
@@ -109,10 +113,6 @@ def check(need: int, what: str, remedy: str, *, beside: int = 0, beside_what: st
     also = f" beside {human(beside)} for {beside_what}" if beside else ""
     raise MemoryBudgetError(f"{what} needs about {human(need)} of memory{also}; this machine can hold "
                             f"{human(limit)} ({remedy})")
-
-
-class MemoryBudgetError(ValueError):
-    """A size-like input asks for more memory than this machine can hold; the message names it."""
 
 
 def npy_bytes(shape, itemsize: int) -> int:
