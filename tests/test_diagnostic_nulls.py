@@ -88,3 +88,41 @@ def test_scores_uniform_on_an_interval_follow_a_power_law():
     assert head["rows_power"] > head["rows_linear"]
     assert head["best_rule"] == "undefined"
     assert diag.nulls.iloc[0]["law"] == "power"
+
+
+def test_all_zero_and_constant_heads_are_degenerate_not_sinks():
+    """All-zero q (every logit 0) and constant k (every logit of a row equal) read as degenerate heads: no sink,
+    no kappa, no law, no rule, a warning in the summary; the third head and the nulls are read as usual.
+    Rejects the old reading sink=True, kappa=inf without a warning."""
+    from critscale.diagnostic.report import summary_text
+
+    rng = np.random.default_rng(8)
+    shape = (1, 3, 8, 128, 8)
+    q = rng.standard_normal(shape).astype(np.float32)
+    k = rng.standard_normal(shape).astype(np.float32)
+    q[0, 0] = 0.0
+    k[0, 1] = 1.0
+    diag = diagnose_qk(q, k, nulls=("gauss_qk", "ptail2"), null_windows=8)
+    heads = diag.heads.set_index("unit")
+    for unit in ("L0H0", "L0H1"):
+        head = heads.loc[unit]
+        assert head["degenerate"] and head["degenerate_fraction"] == 1.0
+        assert not head["sink"] and head["sink_fraction"] == 0.0
+        assert np.isnan(head["kappa"]) and np.isnan(head["gamma"]) and np.isnan(head["rows_step"])
+        assert head["law"] == "undefined" and head["best_rule"] == "undefined" and head["regime_kappa"] == "undefined"
+    assert not heads.loc["L0H2", "degenerate"] and heads.loc["L0H2", "law"] != "undefined"
+    assert np.isfinite(heads.loc["L0H2", "kappa"])
+    assert not diag.nulls["degenerate"].any() and diag.meta["degenerate_heads"] == ["L0H0", "L0H1"]
+    assert diag.meta["null_spread"] == pytest.approx(heads.loc["L0H2", "spread"], rel=1e-12)  # its rows alone
+    warnings = [line for line in summary_text(diag).splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "2 of 3 heads are degenerate" in warnings[0] and "L0H0, L0H1" in warnings[0]
+
+
+def test_an_input_of_zeros_gives_nulls_of_a_stated_spread():
+    """Every row degenerate: the q/k nulls cannot copy a spread of 0 (they would be degenerate too)."""
+    q = np.zeros((1, 1, 8, 128, 8), dtype=np.float32)
+    diag = diagnose_qk(q, q, nulls=("gauss_qk",), null_windows=8)
+    assert diag.heads["degenerate"].all() and not diag.heads["sink"].any()
+    assert diag.meta["null_spread"] == 1.0 and "every row of the input is degenerate" in diag.meta["null_spread_from"]
+    null = diag.nulls.iloc[0]
+    assert not null["degenerate"] and np.isfinite(null["kappa"]) and null["law"] != "undefined"

@@ -134,3 +134,22 @@ def test_beta_half_interpolation_matches_the_root():
     # linear interpolation in log-log on a grid of ratio 1.0488: relative error well below 1%
     np.testing.assert_allclose(approx, critscale.beta_at_max_weight(rows, 0.5), rtol=0.01)
     assert BETA_GRID[MODEL_BETA] == 1.0
+
+
+def test_rows_whose_logits_are_all_equal_are_degenerate():
+    """A constant row (all-zero q or k) is flagged; a row with one differing entry, or one valid entry, is not."""
+    rows = np.array([[0.0] * 6, [2.5] * 4 + [-np.inf] * 2, [0.0] * 5 + [1e-12], [1.0] + [-np.inf] * 5])
+    stats = row_statistics(rows)
+    np.testing.assert_array_equal(stats["degenerate"], [True, True, False, False])
+    assert np.isinf(stats["kappa"][0])  # the row API keeps its convention: a tied maximum's kappa is inf
+
+
+def test_kernel_path_flags_the_same_degenerate_rows():
+    q, k = _arrays(T=128, d=8, heads=2, windows=1, seed=4)
+    q[0, 0] = 0.0  # head 0: every logit 0
+    design = make_design("prefix", 128, queries=4)
+    block = next(b for b in ArraySource(q, k, [1 / math.sqrt(8)]).blocks(design) if b.n == 64)
+    ref = reference_block_statistics(block)
+    ker = kernel_block_statistics(block, backend="reference")
+    np.testing.assert_array_equal(ker["degenerate"], ref["degenerate"])
+    np.testing.assert_array_equal(ref["degenerate"], ref["head"] == 0)

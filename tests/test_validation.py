@@ -90,6 +90,33 @@ def test_masked_entries_are_not_errors_and_not_clipped():
     assert critscale.softmax_stats(huge, 1e10).log_z == 0.0  # underflow to exactly 0, not an error
 
 
+@pytest.mark.parametrize("function", [f for f, _ in SCORE_FUNCTIONS], ids=[i for _, i in SCORE_FUNCTIONS])
+def test_a_masked_arrays_mask_is_honoured_as_minus_inf(function):
+    """Masked entries of a numpy masked array are masked scores: the result is that of the -inf row."""
+    data = np.array([[5.0, 0.0, -1.0, 7.0], [0.3, -0.2, 0.1, -0.9]])
+    mask = np.array([[True, False, False, True], [False, False, False, False]])
+    honoured = function(np.ma.masked_array(data, mask))
+    expected = function(np.where(mask, -np.inf, data))
+    as_list = lambda result: list(result) if isinstance(result, tuple) else [result]  # noqa: E731
+    for got, want in zip(as_list(honoured), as_list(expected), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_accumulation_scale_of_a_masked_row_is_log_2():
+    row = np.ma.masked_array([9.0, 0.0, -1.0, 9.0], mask=[True, False, False, True])
+    assert critscale.accumulation_scale(row) == pytest.approx(math.log(2))
+
+
+def test_a_masked_array_for_another_argument_is_refused():
+    beta = np.ma.masked_array([0.5, 1.0], mask=[False, True])
+    with pytest.raises(ValueError, match="beta is a masked array with 1 masked entries"):
+        critscale.softmax_stats(ROW, beta)
+    with pytest.raises(ValueError, match="t is a masked array"):
+        critscale.gap_counts(ROW, np.ma.masked_array([0.5, 1.0], mask=[True, False]))
+    unmasked = critscale.softmax_stats(ROW, np.ma.masked_array([0.5, 1.0], mask=[False, False]))
+    np.testing.assert_allclose(unmasked.log_z, critscale.softmax_stats(ROW, [0.5, 1.0]).log_z, rtol=1e-12)
+
+
 def test_torch_bad_input():
     torch = pytest.importorskip("torch")
     with pytest.raises(ValueError, match="NaN"):

@@ -4,7 +4,9 @@ Every public function of the library funnels its inputs through this module, so 
 of the project hold in one place:
 
 - rows are the last axis; any number of leading batch axes is allowed;
-- ``-inf`` entries are *masked* positions (excluded from every count and sum), never errors;
+- ``-inf`` entries are *masked* positions (excluded from every count and sum), never errors; a numpy
+  masked array of scores has its masked entries read as ``-inf``, and a masked array given for any
+  other argument is refused when any entry is masked (a mask has no meaning there);
 - NaN or ``+inf`` scores, rows that are empty after masking, negative or non-finite ``beta``,
   ``K < 2``, thresholds that are unsorted or negative, and mismatched shapes raise ``ValueError``
   with a message that names the problem;
@@ -87,9 +89,30 @@ class Converted:
         return torch.from_numpy(np.ascontiguousarray(out)).to(self.device)
 
 
-def _to_numpy(x: Any, name: str, allow_bool: bool = True) -> tuple[np.ndarray, Any]:
-    """Convert an array-like (numpy, list, torch) to a float64 numpy array; report the torch device."""
+def _unmask(x: np.ma.MaskedArray, name: str, masked_value: float | None) -> np.ndarray:
+    """The data of a masked array with its masked entries set to ``masked_value``; refused if that is None."""
+    mask = np.ma.getmaskarray(x)
+    if mask.any() and masked_value is None:
+        raise ValueError(f"{name} is a masked array with {int(mask.sum())} masked entries; a mask has no meaning "
+                         "for this argument (give a plain array)")
+    data = np.asarray(np.ma.getdata(x))
+    if not mask.any():
+        return data
+    if not (np.issubdtype(data.dtype, np.number) or data.dtype == np.bool_) or np.iscomplexobj(data):
+        return data  # refused with the dtype's own message below
+    return np.where(mask, masked_value, data.astype(np.float64))
+
+
+def _to_numpy(x: Any, name: str, allow_bool: bool = True,
+              masked_value: float | None = None) -> tuple[np.ndarray, Any]:
+    """Convert an array-like (numpy, list, torch) to a float64 numpy array; report the torch device.
+
+    A numpy masked array has its masked entries replaced by ``masked_value``; with ``None`` any
+    masked entry is refused (never dropped silently, as ``np.asarray`` would).
+    """
     device = None
+    if isinstance(x, np.ma.MaskedArray):
+        x = _unmask(x, name, masked_value)
     if _is_torch(x):
         device = x.device
         if x.is_complex():
@@ -191,11 +214,12 @@ def describe_rows(bad: np.ndarray, batch_shape: tuple[int, ...], limit: int = 10
 def as_scores(scores: Any, name: str = "scores") -> Converted:
     """Validate a score array ``(..., n)`` and flatten its batch axes.
 
-    ``-inf`` entries are masked; NaN and ``+inf`` raise ``ValueError``, and so does a row whose every
-    entry is masked (or a row of length zero).  The score range of a row must be representable:
+    ``-inf`` entries are masked, and so are the masked entries of a numpy masked array; NaN and
+    ``+inf`` raise ``ValueError``, and so does a row whose every entry is masked (or a row of length zero).
+    The score range of a row must be representable:
     ``max - min`` has to be finite in float64.
     """
-    arr, device = _to_numpy(scores, name)
+    arr, device = _to_numpy(scores, name, masked_value=-np.inf)
     if arr.ndim == 0:
         raise ValueError(f"{name} must have at least one dimension (rows are the last axis), got a scalar")
     batch_shape = tuple(arr.shape[:-1])

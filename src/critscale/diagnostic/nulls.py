@@ -105,13 +105,19 @@ class NullError(ValueError):
 
 
 def check_names(names) -> tuple[str, ...]:
-    """The null names, validated (at least one; the rule audit uses those of :data:`RULE_NULLS` given)."""
+    """The null names, validated (at least one, each known and given once; the rule audit uses those of
+    :data:`RULE_NULLS` given)."""
+    if isinstance(names, str):
+        raise NullError(f"nulls must be a sequence of names, got the string {names!r} (write ({names!r},))")
     names = tuple(names)
     if not names:
         raise NullError(f"no null heads given: every statistic needs its null; choose from {', '.join(NULLS)}")
     unknown = [n for n in names if n not in NULLS]
     if unknown:
         raise NullError(f"unknown null {', '.join(unknown)}; known: {', '.join(NULLS)}")
+    repeated = sorted({n for n in names if names.count(n) > 1}, key=names.index)
+    if repeated:
+        raise NullError(f"null {', '.join(repeated)} is given more than once; name each null once")
     return names
 
 

@@ -18,17 +18,17 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import laws, nulls as nulls_module, summary
+from . import budget, laws, nulls as nulls_module, summary
 from .design import Design, DesignError, make_design
 from .qkfile import validate_qk
 from .rows import BETA_GRID, MODEL_BETA, block_statistics, resolve_backend
-from .windows import ArraySource, ModelSource
+from .windows import BLOCK_ELEMENTS, ArraySource, ModelSource
 
 WINDOWS = 32  # default number of windows
 NULL_WINDOW_FACTOR = 4  # nulls read this many times the input's windows (at least MIN_NULL_WINDOWS)
 MIN_NULL_WINDOWS = 32
 ROW_COLUMNS = ("unit", "layer", "head", "window", "level", "n", "query", "kappa", "kappa16", "beta_half",
-               "p_max", "entropy", "first_weight", "argmax_first", "spread", "law")
+               "p_max", "entropy", "first_weight", "argmax_first", "spread", "degenerate", "law")
 
 
 @dataclass
@@ -67,7 +67,8 @@ def _row_frame(unit: str, layer: int, head: int, data: dict) -> pd.DataFrame:
         "n": data["n"], "query": data["query"], "kappa": data["kappa"], "kappa16": data["kappa16"],
         "beta_half": data["beta_half"], "p_max": data["max_weight"][:, MODEL_BETA],
         "entropy": data["entropy"][:, MODEL_BETA], "first_weight": data["first_weight"],
-        "argmax_first": data["argmax_first"], "spread": data["spread"], "law": summary.row_laws(data)},
+        "argmax_first": data["argmax_first"], "spread": data["spread"], "degenerate": data["degenerate"],
+        "law": summary.row_laws(data)},
         columns=list(ROW_COLUMNS))
 
 
@@ -75,20 +76,69 @@ def _read_source(source, design: Design, backend: str) -> dict:
     return _concatenate([block_statistics(block, backend) for block in source.blocks(design)])
 
 
+def resolve_null_windows(null_windows, windows: int) -> int:
+    """Windows of every null: ``null_windows`` checked (an integer >= 1), or the default for ``windows``."""
+    if null_windows is None:
+        return max(NULL_WINDOW_FACTOR * int(windows), MIN_NULL_WINDOWS)
+    if isinstance(null_windows, (bool, np.bool_)) or not isinstance(null_windows, (int, np.integer)) \
+            or null_windows < 1:
+        raise DesignError(f"null_windows (--null-windows) must be an integer >= 1 (None for the default), "
+                          f"got {null_windows!r}")
+    return int(null_windows)
+
+
+def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: int, *, keep_rows: bool,
+                 windows_option: str) -> None:
+    """Refuse, before any allocation, a diagnosis whose heads or nulls need more memory than the machine has."""
+    block = BLOCK_ELEMENTS if isinstance(source, ArraySource) else 0  # a model source reads one window a block
+    L, H, W, d = (int(source.n_layers), int(source.n_heads), int(source.n_windows), int(source.head_dim))
+    heads = budget.heads_bytes(L, H, W, d, design, keep_rows=keep_rows, block_elements=block)
+    if not isinstance(source, ArraySource):
+        heads += budget.capture_bytes(L, H, design.window_length, d)
+    budget.check(heads, f"reading {L} layers x {H} heads x {W} windows ({windows_option})",
+                 "read fewer windows, layers or heads")
+    kinds = [nulls_module.NULLS[name].kind for name in nulls]
+    need = budget.nulls_bytes(kinds, null_windows, d, design, keep_rows=keep_rows, block_elements=BLOCK_ELEMENTS,
+                              workers=min(kinds.count("rows"), os.cpu_count() or 1))
+    budget.check(need, f"null_windows {null_windows} (--null-windows) for {len(nulls)} null(s)",
+                 "give fewer null windows or fewer nulls", beside=heads, beside_what="the heads")
+
+
+NULL_SPREAD_WITHOUT_ROWS = 1.0  # logit spread of the q/k nulls when every row of the input is degenerate
+
+
+def null_spread(data: dict) -> tuple[float, str]:
+    """The q/k nulls' logit spread: the median spread of the input's non-degenerate rows, and where it came from.
+
+    Degenerate rows (all logits equal) have spread 0 and would make the nulls degenerate too; when
+    every row is degenerate there is no spread to copy and :data:`NULL_SPREAD_WITHOUT_ROWS` is used.
+    """
+    live = ~np.asarray(data["degenerate"], dtype=bool)
+    if live.any():
+        return float(np.median(data["spread"][live])), "the median spread of the input's non-degenerate rows"
+    return NULL_SPREAD_WITHOUT_ROWS, (f"every row of the input is degenerate: the q/k nulls use logit spread "
+                                      f"{NULL_SPREAD_WITHOUT_ROWS:g}")
+
+
 def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module.DEFAULT_NULLS,
                     null_windows: int | None = None, seed: int = 0, backend: str = "auto",
                     keep_rows: bool = False, meta: dict | None = None,
-                    on_null: Callable[[str], None] | None = None) -> Diagnosis:
-    """Read every head of ``source`` and the null heads over ``design``; summarise them all."""
+                    on_null: Callable[[str], None] | None = None, windows_option: str = "windows") -> Diagnosis:
+    """Read every head of ``source`` and the null heads over ``design``; summarise them all.
+
+    Every size is checked against the machine's memory first (:func:`check_memory`); ``windows_option``
+    names the option that set the input's windows in that message.
+    """
     nulls = nulls_module.check_names(nulls)
+    null_windows = resolve_null_windows(null_windows, source.n_windows)
+    check_memory(source, design, nulls, null_windows, keep_rows=keep_rows, windows_option=windows_option)
     backend = resolve_backend(backend)
     start = time.perf_counter()
     data = _read_source(source, design, backend)
     head_data = _split_units(data, source.n_heads)
     heads_seconds = time.perf_counter() - start
-    spread = float(np.median(data["spread"]))
+    spread, spread_from = null_spread(data)
     del data
-    null_windows = null_windows or max(NULL_WINDOW_FACTOR * source.n_windows, MIN_NULL_WINDOWS)
     units = [(f"L{l}H{h}", l, h, d) for (l, h), d in head_data.items()]
     rngs = {name: np.random.default_rng([seed, 97, i]) for i, name in enumerate(nulls)}
     row_nulls = [name for name in nulls if nulls_module.NULLS[name].kind == "rows"]
@@ -130,6 +180,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "window_length": design.window_length, "windows": int(source.n_windows),
             "layers": int(source.n_layers), "heads": int(source.n_heads), "head_dim": int(source.head_dim),
             "nulls": list(nulls), "null_windows": int(null_windows), "null_spread": spread,
+            "null_spread_from": spread_from, "degenerate_heads": heads.loc[heads["degenerate"], "unit"].tolist(),
+            "degenerate_threshold": summary.DEGENERATE_THRESHOLD,
             "kappa16_min_n": summary.KAPPA16_MIN_N, "law_min_n": summary.LAW_MIN_N, "shape_k": laws.SHAPE_K,
             "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": int(source.n_windows) >= laws.MIN_WINDOWS,
             "crossover": list(summary.CROSSOVER), "backend": backend, "beta_grid": BETA_GRID.tolist(),
@@ -178,6 +230,7 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
     try:
         diag = diagnose_source(source, plan, describe=loaded.describe(), nulls=nulls, null_windows=null_windows,
                                seed=seed, backend=backend, keep_rows=keep_rows,
+                               windows_option=f"max_windows {max_windows} (--max-windows)",
                                meta={"checkpoint": loaded.checkpoint, "tokens": int(windows.size), **(meta or {})},
                                on_null=None if bar is None else (lambda name: bar.set_description(f"null {name}")))
     finally:
@@ -202,4 +255,4 @@ def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_
     describe = (f"q/k arrays: {layers} layers x {heads} heads, {windows} windows of {T} tokens, d_head {d}, "
                 f"scale {arrays.scale:.6g}, {'causal' if arrays.causal else 'not causal'}")
     return diagnose_source(source, plan, describe=describe, nulls=nulls, null_windows=null_windows, seed=seed,
-                           backend=backend, keep_rows=keep_rows, meta=meta)
+                           backend=backend, keep_rows=keep_rows, meta=meta, windows_option="the q/k input's shape")

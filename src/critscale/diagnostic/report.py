@@ -45,6 +45,17 @@ def _interval(row, name) -> str:
     return f"{_fmt(row[name], '.2f')} [{_fmt(row[name + '_low'], '.2f')}, {_fmt(row[name + '_high'], '.2f')}]"
 
 
+def degenerate_warning(diag: Diagnosis) -> list[str]:
+    """One warning line naming the degenerate heads (all logits of most rows equal), or none."""
+    names = diag.meta.get("degenerate_heads", [])
+    if not names:
+        return []
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return [f"warning: {len(names)} of {len(diag.heads)} heads are degenerate (every logit equal in at least "
+            f"{diag.meta['degenerate_threshold']:.0%} of their rows: all-zero or constant q or k): {shown}; "
+            f"they have no law, sink, kappa, gamma or rule (null spread: {diag.meta['null_spread_from']})"]
+
+
 def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
     """Plain-text summary: the operating point first, then laws, gamma and rules beside the nulls."""
     h, nulls, meta = diag.heads, diag.nulls.set_index("unit"), diag.meta
@@ -62,6 +73,7 @@ def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
         loss = meta["text_loss"]
         lines.append(f"the model's next-token loss on the windows read: {_fmt(loss['nats_per_token'], '.3f')} nats "
                      f"per token, {_fmt(loss['bits_per_byte'], '.3f')} bits per byte ({loss['tokens']} tokens)")
+    lines += degenerate_warning(diag)
     lines.append("")
     counts = regime_counts(diag)
     lines += [f"operating point at the model's temperature (rows of n = {meta['window_length']}, medians per head; "
@@ -122,7 +134,8 @@ def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = Tru
     from critscale.pagedata import _json_safe, plain
 
     summary = {**diag.meta, "law_counts": law_counts(diag), "regime_counts": regime_counts(diag),
-               "sink_heads": int(diag.heads["sink"].sum()), "run": record}
+               "sink_heads": int(diag.heads["sink"].sum()),
+               "degenerate_head_count": len(diag.meta.get("degenerate_heads", [])), "run": record}
     (out / "summary.json").write_text(json.dumps(_json_safe(plain(summary)), indent=1) + "\n")
     (out / "summary.txt").write_text(summary_text(diag, record) + "\n")
     written += [out / "summary.json", out / "summary.txt"]

@@ -8,7 +8,9 @@ For each row of logits ``s_ij = scale * q_i . k_j`` at the model's own temperatu
 * ``kappa`` = kappa_2 and ``kappa16`` = kappa_16 (:func:`critscale.accumulation_scale`);
 * the first key's weight and whether it is the row maximum (sinks);
 * the :data:`.laws.SHAPE_K` smallest sorted gaps (:func:`critscale.sorted_gaps`), for the law;
-* ``spread``, the standard deviation of the row's logits (to put the null heads on the same scale).
+* ``spread``, the standard deviation of the row's logits (to put the null heads on the same scale);
+* ``degenerate``: every valid logit of the row is the same number (all-zero or constant q or k), so
+  that the row has no maximum, no gap and no kappa to read (its kappa is the tied maximum's inf).
 
 Backends: ``"reference"`` computes everything in numpy float64 through the critscale API;
 ``"kernel"`` takes the kappa brackets and the softmax sums from the fused q·k kernel
@@ -41,7 +43,8 @@ def row_statistics(rows: np.ndarray, *, betas: np.ndarray = BETA_GRID, shape_k: 
 
     The model's beta (1) must be in ``betas``.  Returns a dict of arrays: ``n``, ``kappa``,
     ``kappa16``, ``beta_half``, ``entropy`` ``(r, len(betas))``, ``max_weight`` ``(r, len(betas))``,
-    ``first_weight``, ``argmax_first``, ``spread``, ``top_gaps`` ``(r, shape_k)`` (``inf``-padded).
+    ``first_weight``, ``argmax_first``, ``spread``, ``degenerate``, ``top_gaps`` ``(r, shape_k)``
+    (``inf``-padded).
     """
     rows = np.asarray(rows, dtype=np.float64)  # (r, n_max)
     if rows.ndim != 2:
@@ -66,12 +69,13 @@ def row_statistics(rows: np.ndarray, *, betas: np.ndarray = BETA_GRID, shape_k: 
     zeroed = np.where(valid, rows, 0.0)  # (r, n_max)
     mean = zeroed.sum(axis=-1) / n  # (r,)
     spread = np.sqrt(np.where(valid, (zeroed - mean[:, None]) ** 2, 0.0).sum(axis=-1) / n)  # (r,)
+    degenerate = (n >= 2) & (np.where(valid, rows, np.inf).min(axis=-1) == top)  # (r,) every valid logit equal
     gaps = critscale.sorted_gaps(rows)[:, :shape_k]  # (r, min(n_max, shape_k))
     if gaps.shape[1] < shape_k:  # rows shorter than shape_k: pad with +inf (no such gap)
         gaps = np.concatenate([gaps, np.full((len(gaps), shape_k - gaps.shape[1]), np.inf)], axis=1)
     return {"n": n, "kappa": kappa, "kappa16": kappa16, "beta_half": beta_half,
             "entropy": stats.entropy, "max_weight": stats.max_weight, "first_weight": first_weight,
-            "argmax_first": argmax_first, "spread": spread, "top_gaps": gaps}
+            "argmax_first": argmax_first, "spread": spread, "degenerate": degenerate, "top_gaps": gaps}
 
 
 def block_logits(block: QKBlock) -> np.ndarray:
@@ -200,6 +204,8 @@ def kernel_block_statistics(block: QKBlock, *, backend: str = "triton-cuda", sha
     count = valid.sum(-1)  # (G, m)
     mean = zeroed.sum(-1) / count
     spread = torch.sqrt(torch.where(valid, (zeroed - mean[..., None]) ** 2, 0.0).sum(-1) / count)  # (G, m)
+    low = torch.where(valid, logits, torch.full_like(logits, float("inf"))).amin(-1)  # (G, m)
+    degenerate = (count >= 2) & (low == logits.amax(-1))  # (G, m) every valid logit equal
     kk = min(shape_k, n)
     top_vals = torch.topk(logits, kk, dim=-1).values.double()  # (G, m, kk)
     gaps = (top_vals[..., :1] - top_vals).reshape(-1, kk).cpu().numpy()  # (r, kk); -inf entries give +inf
@@ -218,5 +224,6 @@ def kernel_block_statistics(block: QKBlock, *, backend: str = "triton-cuda", sha
         "first_weight": np.exp(np.minimum(first_logit - top, 0.0) - flat(s2.log_z)[:, one]),
         "argmax_first": first_logit >= top - 1e-6 * np.maximum(1.0, np.abs(top)),
         "spread": spread.reshape(-1).cpu().numpy(),
+        "degenerate": degenerate.reshape(-1).cpu().numpy(),
         "top_gaps": gaps,
     }

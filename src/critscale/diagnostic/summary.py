@@ -10,7 +10,11 @@
   or ``supercritical`` (c >= 4).
 * **law** of log N(t) (median profile) and the **law shares** of its rows, with window-bootstrap
   intervals (:mod:`.laws`);
-* **sink**: the first key of the forward is the row maximum in at least half of the rows;
+* **sink**: the first key of the forward is the row maximum in at least half of the rows (a
+  degenerate row, whose logits are all equal, has no maximum and counts as no sink row);
+* **degenerate**: at least :data:`DEGENERATE_THRESHOLD` of the head's rows are degenerate (every
+  logit equal: all-zero or constant q or k).  Such a head has no law, sink, kappa, gamma or rule to
+  read: those columns are ``undefined``/NaN/false, and the head is named in the summary's warning;
 * **gamma**: slopes of kappa_16 (the primary ``gamma``, rows with n >= 64), of kappa (``gamma_kappa``)
   and of beta_1/2 (``gamma_half``) on log log n, with window-bootstrap intervals.
 
@@ -42,6 +46,10 @@ LAW_MIN_N = laws.min_length(laws.SHAPE_K)
 CROSSOVER = (0.25, 4.0)
 REFERENCE_NULL = "gauss_qk"  # the head without structure, whose shares stand beside every head's
 BEYOND_Z = float(norm.isf(0.05 / 2 / 4))  # two-sided, four comparisons per head (3 law shares, gamma): 2.50
+DEGENERATE_THRESHOLD = 0.5  # a head is degenerate when at least this share of its rows has all logits equal
+UNDEFINED_WHEN_DEGENERATE = ("kappa", "kappa16", "c", "c16", "profile_r2", "gamma", "gamma_low", "gamma_high",
+                             "gamma_kappa", "gamma_kappa_low", "gamma_kappa_high", "gamma_half", "gamma_half_low",
+                             "gamma_half_high")
 
 
 def regime(c: float) -> str:
@@ -85,7 +93,9 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
     long_rows = n >= LAW_MIN_N
     profile = laws.head_profile(laws.profile_of_gaps(data["top_gaps"][long_rows]))
     shares = laws.law_shares(labels, windows, seed=seed + 7, min_windows=min_windows)
-    sink_fraction = float(np.mean(data["argmax_first"]))
+    degenerate_rows = np.asarray(data["degenerate"], dtype=bool)
+    first_max = np.asarray(data["argmax_first"], dtype=bool) & ~degenerate_rows  # a tie of all keys is no sink
+    sink_fraction = float(np.mean(first_max))
     record = {
         "unit": unit, "layer": layer, "head": head, "rows": int(len(n)), "windows": int(len(np.unique(windows))),
         "n_max": int(level.max()), **point, "c_half": c_half, "c": c, "c16": c16,
@@ -98,7 +108,10 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
         **{f"{name}{suffix}": v for name, fit in fits.items()
            for suffix, v in (("", fit.gamma), ("_low", fit.low), ("_high", fit.high))},
         "spread": _median(data["spread"]),
+        "degenerate": False, "degenerate_fraction": float(np.mean(degenerate_rows)),
     }
+    if record["degenerate_fraction"] >= DEGENERATE_THRESHOLD:
+        _mark_degenerate(record)
     record["domain"] = laws.LAW_DOMAIN.get(record["law"], "undefined")
     bins, curves = [], []
     for lv in np.unique(level):
@@ -108,7 +121,7 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
                "p_max": _median(p_max[sel]), "entropy": _median(entropy[sel]),
                "beta_half": _median(data["beta_half"][sel]), "kappa": _median(data["kappa"][sel]),
                "kappa16": _median(kappa16[sel]), "first_weight": float(np.mean(data["first_weight"][sel])),
-               "sink_fraction": float(np.mean(data["argmax_first"][sel]))}
+               "sink_fraction": float(np.mean(first_max[sel]))}
         rec.update(c_half=1 / rec["beta_half"], c=1 / rec["kappa"], c16=1 / rec["kappa16"])
         bins.append(rec)
         h = np.median(data["entropy"][sel], axis=0)  # (betas,)
@@ -118,6 +131,18 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
                    for beta, hv, pv in zip(BETA_GRID, h, p)]
     profiles = [{"unit": unit, "layer": layer, "head": head, "k": k + 1, "r": float(r)} for k, r in enumerate(profile)]
     return record, bins, curves, profiles
+
+
+def _mark_degenerate(record: dict) -> None:
+    """A degenerate head's record: flagged, no law, sink, kappa, gamma or law shares (NaN, ``undefined``)."""
+    record["degenerate"] = True
+    record["sink"] = False
+    record["law"] = "undefined"
+    for name in UNDEFINED_WHEN_DEGENERATE:
+        record[name] = np.nan
+    for name in [k for k in record if k.startswith("rows_")]:
+        record[name] = np.nan
+    record["regime_kappa"] = record["regime_kappa16"] = "undefined"
 
 
 def _se(low: float, high: float) -> float:
