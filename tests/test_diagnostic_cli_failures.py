@@ -292,3 +292,44 @@ def test_nothing_precedes_the_error_line(qk, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == "critscale diagnose: error: --qk: a refused input"
     assert not (tmp_path / "out").exists()
+
+
+REFUSE_AFTER_THE_BAR = """
+import critscale.diagnostic.pipeline as pipeline
+def refused(*args, **kwargs):
+    raise ValueError("--nulls: a refused input")
+pipeline.diagnose_source = refused
+"""
+
+
+@pytest.mark.slow
+def test_no_progress_bar_precedes_the_error_line(tmp_path):
+    """stderr is not a terminal: no bar (the old command drew 'diagnose: forwards 0%' before the error)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from critscale.gpt2.corpus import build_corpus
+
+    config = GPT2Config(n_layer=1, n_head=1, n_embd=16, n_positions=128, vocab_size=256,
+                        bos_token_id=None, eos_token_id=None)
+    GPT2LMHeadModel(config).save_pretrained(tmp_path / "tiny")
+    text = tmp_path / "text.txt"
+    text.write_bytes(build_corpus("topics").heldout[:20000])
+    result = _child(REFUSE_AFTER_THE_BAR, ["diagnose", "--model", str(tmp_path / "tiny"), "--text", str(text),
+                                           "--max-windows", "2", "--out", str(tmp_path / "out"), "--nulls", "gauss_qk",
+                                           "--no-figures"])
+    assert result.returncode == 2
+    assert result.stderr.strip() == "critscale diagnose: error: --nulls: a refused input"
+    assert not (tmp_path / "out").exists()
+
+
+def test_out_of_memory_is_one_line(qk, tmp_path, monkeypatch, capsys):
+    """An allocation the machine cannot hold: the old command printed a MemoryError traceback and kept --out."""
+    import critscale.diagnostic
+
+    def too_large(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(critscale.diagnostic, "diagnose_qk", too_large)
+    assert main(_args(qk, tmp_path / "out")) == 2
+    _one_line_error(capsys, "out of memory")
+    assert not (tmp_path / "out").exists()

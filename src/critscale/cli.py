@@ -4,13 +4,16 @@
 P-13) on a model and a text (``--model``, ``--text``) or on queries and keys from a file
 (``--qk FILE.npz``), beside null heads whose answer is known by construction.  It writes tables,
 a summary and figures into a fresh run directory ``--out`` (see the README) and prints the summary.
-Exit status: 0 on success; 2 with one line on stderr naming the input and the problem for every
-refused input (checked before any computation where it can be: the options, the output directory,
-the device, the input paths), and for a path the system refuses (a full disk, a read-only directory,
-a name too long), naming the path; 130 with the one line ``interrupted`` on SIGINT (Ctrl-C).
-Nothing is printed before that line: warnings of the run are held back and shown only when it succeeds,
-and the progress bar is drawn only on a terminal.
-Any other exception is a fault of critscale: its traceback, exit status 1.
+Exit status: 0 on success, 2 with one line naming the problem for every refused input, 130 when interrupted.
+
+Inputs are checked before any computation where they can be: the options (an option of ``--text``
+given with ``--qk`` is refused, not ignored), the output directory, the device, the input paths.
+Status 2 also covers a path the system refuses (a full disk, a read-only directory, a name too
+long): the line names the path and the problem.
+SIGINT (Ctrl-C) prints the one line ``interrupted``, status 130.
+Nothing is printed before the error line: the warnings of a run are held back and shown only when it
+succeeds, and the progress bar is drawn only when stderr is a terminal.
+Any other exception is a fault of critscale: its traceback, status 1.
 A run that fails for any reason leaves no run directory it created, and an existing one as it was.
 """
 
