@@ -1,4 +1,4 @@
-"""`python -m critscale diagnose` when a run is refused, interrupted or fails: one line, and a run directory that is whole or absent.
+"""`python -m critscale diagnose` refused, interrupted or failing: one line, and a run directory whole or absent.
 
 Every refused input is one line on stderr and exit status 2, with nothing before it; SIGINT is the
 one line ``interrupted`` and exit status 130.
@@ -57,7 +57,8 @@ def _recorded(out):
 
 @pytest.mark.parametrize("argv, fragment", [
     (["diagnose", "--qk", "x.npz"], "the following arguments are required: --out"),
-    (["diagnose", "--text", "t.txt", "--out", "o", "--errors", "xmlcharrefreplace"], "argument --errors: invalid choice"),
+    (["diagnose", "--text", "t.txt", "--out", "o", "--errors", "xmlcharrefreplace"],
+     "argument --errors: invalid choice"),
     (["diagnose", "--qk", "x.npz", "--out", "o", "--seed", "one"], "argument --seed: invalid int value"),
     (["diagnose", "--qk", "x.npz", "--out", "o", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["diagnose", "--out", "o"], "one of the arguments --text --qk is required"),
@@ -271,7 +272,7 @@ def test_a_run_killed_while_writing_leaves_no_output_that_looks_whole(qk, tmp_pa
     left = sorted(p.name for p in out.iterdir())
     assert len(left) == 1 and left[0].startswith(STAGING), left
     assert main(_args(qk, out)) == 2
-    _one_line_error(capsys, "is not empty", "--force")
+    _one_line_error(capsys, "is not empty", "holds no whole run", "--force")
     assert main(_args(qk, out, "--force")) == 0
     assert set(_recorded(out)) == {p.name for p in out.iterdir()} - {"run.json"}
 

@@ -51,7 +51,7 @@ ERROR_HANDLERS = ("strict", "replace", "ignore")
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m critscale",
-                                     description="critscale: critical scaling of inverse temperature in attention")
+                     description="critscale: critical scaling of inverse temperature in attention")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("diagnose", help="the calibrated accumulation-scale diagnostic of attention rows",
                        description=__doc__.split("\n\n")[1])
@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--errors", default=None, choices=ERROR_HANDLERS,
                    help="what to do with bytes --encoding cannot decode: strict (an error naming the byte offset, "
                         "default), replace or ignore")
-    d.add_argument("--device", default=None, help="with --text: torch device for the model (default: cuda if available, else cpu)")
+    d.add_argument("--device", default=None,
+                   help="with --text: torch device for the model (default: cuda if available, else cpu)")
     d.add_argument("--device-map", default=None,
                    help="with --text: transformers device map for a model larger than one device (e.g. auto; "
                         "needs accelerate)")

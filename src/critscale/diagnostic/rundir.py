@@ -28,6 +28,7 @@ import re
 import shutil
 import stat
 import sys
+import tempfile
 from pathlib import Path
 
 from critscale import provenance
@@ -96,8 +97,10 @@ def check_out_dir(path, *, force: bool = False) -> Path:
             raise OutputError(f"--out {shown(out)} cannot be read: {err.strerror}") from None
         if present and not force:
             listed = ", ".join(present[:5]) + (", ..." if len(present) > 5 else "")
-            raise OutputError(f"--out {shown(out)} is not empty ({listed}); give a new directory, or --force to "
-                              "replace the results of an earlier diagnosis there")
+            unfinished = "" if RUN_FILE in present or not any(_staging_pid(n) for n in present) else (
+                f"; without {RUN_FILE} it holds no whole run, only what a run that did not finish left")
+            raise OutputError(f"--out {shown(out)} is not empty ({listed}{unfinished}); give a new directory, or "
+                              "--force to replace the results of an earlier diagnosis there")
         if present:
             previous_outputs(out)  # refuses, before any computation, what --force would not replace
     else:
@@ -108,11 +111,13 @@ def check_out_dir(path, *, force: bool = False) -> Path:
             out.mkdir()
         except OSError as err:
             raise OutputError(f"--out {shown(out)} cannot be created: {err.strerror}") from None
-    probe = out / f".critscale-probe-{os.getpid()}"
     try:
-        probe.write_bytes(b"")
-        probe.unlink()
+        handle, probe = tempfile.mkstemp(prefix=".critscale-probe-", dir=out)  # a new file, never through a link
+        os.close(handle)
+        os.unlink(probe)
     except OSError as err:
+        if info is None:
+            out.rmdir()
         raise OutputError(f"--out {shown(out)} is not writable: {err.strerror}") from None
     return out
 
