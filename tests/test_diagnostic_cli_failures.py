@@ -151,6 +151,16 @@ def test_full_disk_leaves_no_directory_it_created(qk, tmp_path, monkeypatch, cap
     assert not (tmp_path / "out").exists()
 
 
+def test_full_disk_leaves_an_existing_directory_as_it_was(qk, tmp_path, monkeypatch, capsys):
+    """An empty --out given by the user stays, empty: the old command left two tables and a truncated third."""
+    out = tmp_path / "out"
+    out.mkdir()
+    _full_disk_at(monkeypatch, 3)
+    assert main(_args(qk, out)) == 2
+    _one_line_error(capsys, "No space left on device")
+    assert out.is_dir() and list(out.iterdir()) == []
+
+
 def test_full_disk_leaves_an_earlier_run_whole(qk, tmp_path, monkeypatch, capsys):
     """With --force into an earlier run: the old command removed the earlier outputs first, then failed."""
     out = tmp_path / "out"
