@@ -82,15 +82,22 @@ def test_diagnose_end_to_end(tiny_model, tmp_path, capsys):
 
 def test_out_is_fresh_or_forced(tiny_model, tmp_path, capsys):
     """A second run into the same directory is refused; with --force no file of the first run
-    survives (the old command merged runs, keeping rows.csv.gz and figures of the first)."""
+    survives (the old command merged runs, keeping rows.csv.gz and figures of the first).
+    A file of an output's name that the first run did not record is refused by --force and left as it
+    was (the old command deleted it by name)."""
     out = tmp_path / "out"
     args = ["diagnose", "--model", str(tiny_model), "--text", str(_write(tmp_path, TEXT)), "--max-windows", "8",
             "--out", str(out), "--no-figures", *QUICK]
     assert main(args + ["--rows"]) == 0
-    (out / "head_maps.png").write_bytes(b"a figure of an earlier run")
+    (out / "head_maps.png").write_bytes(b"a figure no run.json here records")
     capsys.readouterr()
     assert main(args) == 2
     _one_line_error(capsys, "is not empty", "--force")
+    assert main(args + ["--force"]) == 2
+    _one_line_error(capsys, "head_maps.png is not among the outputs that run.json there records")
+    assert (out / "head_maps.png").read_bytes() == b"a figure no run.json here records"
+    assert (out / "rows.csv.gz").exists()
+    (out / "head_maps.png").unlink()
     assert main(args + ["--force"]) == 0
     assert not (out / "rows.csv.gz").exists() and not (out / "head_maps.png").exists()
     assert {o["file"] for o in json.loads((out / "run.json").read_text())["outputs"]} == {

@@ -4,8 +4,17 @@
 P-13) on a model and a text (``--model``, ``--text``) or on queries and keys from a file
 (``--qk FILE.npz``), beside null heads whose answer is known by construction.  It writes tables,
 a summary and figures into a fresh run directory ``--out`` (see the README) and prints the summary.
-Exit status: 0 on success, 2 with one line naming the problem for every bad input (checked before
-any computation where it can be: the output directory, the device, the input paths and options).
+Exit status: 0 on success, 2 with one line naming the problem for every refused input, 130 when interrupted.
+
+Inputs are checked before any computation where they can be: the options (an option of ``--text``
+given with ``--qk`` is refused, not ignored), the output directory, the device, the input paths.
+Status 2 also covers a path the system refuses (a full disk, a read-only directory, a name too
+long): the line names the path and the problem.
+SIGINT (Ctrl-C) prints the one line ``interrupted``, status 130.
+Nothing is printed before the error line: the warnings of a run are held back and shown only when it
+succeeds, and the progress bar is drawn only when stderr is a terminal.
+Any other exception is a fault of critscale: its traceback, status 1.
+A run that fails for any reason leaves no run directory it created, and an existing one as it was.
 """
 
 from __future__ import annotations
@@ -13,15 +22,36 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 
 class DeviceError(ValueError):
     """``--device`` names no usable device."""
 
 
+class UsageError(ValueError):
+    """The command line does not parse (an unknown option, a missing or malformed value)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (:class:`UsageError`), not a usage block and an exit."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+TEXT_ONLY = (("model", "--model"), ("design", "--design"), ("encoding", "--encoding"), ("errors", "--errors"),
+             ("max_len", "--max-len"), ("max_windows", "--max-windows"), ("device", "--device"),
+             ("device_map", "--device-map"))
+"""Options of a model reading a text: refused with ``--qk``, which holds the queries and keys already."""
+DEFAULTS = {"design": "suffix", "encoding": "utf-8", "errors": "strict", "max_windows": 32}
+"""Values of the options of :data:`TEXT_ONLY` when not given (their parser default is None, to tell)."""
+ERROR_HANDLERS = ("strict", "replace", "ignore")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m critscale",
-                                     description="critscale: critical scaling of inverse temperature in attention")
+    parser = _Parser(prog="python -m critscale",
+                     description="critscale: critical scaling of inverse temperature in attention")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("diagnose", help="the calibrated accumulation-scale diagnostic of attention rows",
                        description=__doc__.split("\n\n")[1])
@@ -35,29 +65,33 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--out", required=True, help="run directory: created, or empty, or an earlier run's with --force")
     d.add_argument("--force", action="store_true", help="replace the results of an earlier diagnosis in --out")
     d.add_argument("--max-len", type=int, default=None,
-                   help="window length in tokens (default: min(1024, the model's context))")
-    d.add_argument("--max-windows", type=int, default=32, help="consecutive windows analysed (default 32)")
+                   help="with --text: window length in tokens (default: min(1024, the model's context))")
+    d.add_argument("--max-windows", type=int, default=None,
+                   help="with --text: consecutive windows analysed (default 32)")
     d.add_argument("--queries", type=int, default=4, help="query rows kept per context length (default 4)")
-    d.add_argument("--design", default="suffix", choices=("suffix", "prefix"),
+    d.add_argument("--design", default=None, choices=("suffix", "prefix"),
                    help="with --model: contexts of growing length ending at fixed query tokens (suffix, default) "
                         "or the prefixes of one forward per window (prefix, the design of --qk files)")
     d.add_argument("--nulls", default=None, help="comma-separated null heads (default: all; see the README)")
     d.add_argument("--null-windows", type=int, default=None,
                    help="windows of each null head (default: 4 x the input's windows, at least 32)")
-    d.add_argument("--encoding", default="utf-8", help="encoding of --text (default utf-8)")
-    d.add_argument("--errors", default="strict",
+    d.add_argument("--encoding", default=None, help="encoding of --text (default utf-8)")
+    d.add_argument("--errors", default=None, choices=ERROR_HANDLERS,
                    help="what to do with bytes --encoding cannot decode: strict (an error naming the byte offset, "
                         "default), replace or ignore")
-    d.add_argument("--device", default=None, help="torch device for the model (default: cuda if available, else cpu)")
+    d.add_argument("--device", default=None,
+                   help="with --text: torch device for the model (default: cuda if available, else cpu)")
     d.add_argument("--device-map", default=None,
-                   help="transformers device map for a model larger than one device (e.g. auto; needs accelerate)")
+                   help="with --text: transformers device map for a model larger than one device (e.g. auto; "
+                        "needs accelerate)")
     d.add_argument("--backend", default="auto", choices=("auto", "reference", "kernel"),
                    help="row statistics: the fused q.k kernel (CUDA), the float64 reference (CPU), or auto "
                         "(kernel on CUDA, else reference)")
-    d.add_argument("--seed", type=int, default=0, help="seed of the null heads and the bootstrap (default 0)")
+    d.add_argument("--seed", type=int, default=0, help="seed of the null heads and the bootstrap, >= 0 (default 0)")
     d.add_argument("--no-figures", action="store_true", help="write the tables only")
     d.add_argument("--rows", action="store_true", help="also write every analysed row (rows.csv.gz)")
-    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is one only when stderr is a terminal)")
     return parser
 
 
@@ -81,12 +115,27 @@ def check_device(name: str | None) -> str:
     return str(device)
 
 
+def _resolve_defaults(args) -> None:
+    """Refuse the options of :data:`TEXT_ONLY` given with ``--qk``; fill in their defaults otherwise."""
+    if args.qk is not None:
+        given = [flag for name, flag in TEXT_ONLY if getattr(args, name) is not None]
+        if given:
+            others = ", ".join(flag for _, flag in TEXT_ONLY[2:])
+            raise ValueError(f"--qk files hold one forward per window (prefix design): --model and --design do not "
+                             f"apply, nor the other options of --text ({others}); given: {', '.join(given)}")
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if not sys.stderr.isatty():
+        args.no_progress = True  # a bar in a log or a pipe is noise, and it would precede an error line
+
+
 def _check_options(args) -> tuple[str, ...]:
     from .diagnostic import nulls as nulls_module
     from .diagnostic.design import DesignError, make_design
 
-    if args.qk is not None and (args.model is not None or args.design != "suffix"):
-        raise ValueError("--qk files hold one forward per window (prefix design): --model and --design do not apply")
+    if args.seed < 0:
+        raise DesignError(f"--seed must be >= 0, got {args.seed}")
     if args.max_windows < 1:
         raise DesignError(f"--max-windows must be >= 1, got {args.max_windows}")
     if args.max_len is not None:
@@ -134,10 +183,12 @@ def _compute(args, nulls, device: str, backend: str):
 
 
 def _diagnose(args, argv) -> int:
-    from .diagnostic.rundir import check_out_dir, run_record
-    from .diagnostic.text import check_codec, check_text_path
+    from .diagnostic.rundir import check_out_dir
 
+    _resolve_defaults(args)
     if args.text is not None:  # before the slow imports
+        from .diagnostic.text import check_codec, check_text_path
+
         check_text_path(args.text)
         check_codec(args.encoding, args.errors)
     nulls = _check_options(args)
@@ -150,34 +201,81 @@ def _diagnose(args, argv) -> int:
     from .diagnostic.rows import resolve_backend
 
     backend = resolve_backend(args.backend)
-    created = bool(args.out) and not os.path.lexists(args.out)
+    out_path = os.path.expanduser(args.out) if args.out else args.out
+    created = bool(out_path) and not _lexists(out_path)
     out = check_out_dir(args.out, force=args.force)
     try:
-        diag, inputs = _compute(args, nulls, device, backend)
-    except ValueError:
-        if created and not any(out.iterdir()):
-            out.rmdir()  # a run that fails on its input leaves no empty directory it made
+        diag, record, written = _run(args, argv, nulls, device, backend, out)
+    except BaseException:
+        if created:
+            _remove_if_empty(out)  # the outputs' staging folder is gone already: nothing of this run is left
         raise
-    from .diagnostic.report import summary_text, write_outputs
+    from .diagnostic.report import summary_text
 
-    record = run_record(argv, inputs)
-    written = write_outputs(diag, out, record=record, figures=not args.no_figures, rows=args.rows)
     print(summary_text(diag, record))
     print(f"\nwrote {len(written)} files to {out}: " + ", ".join(p.name for p in written))
     return 0
 
 
-def main(argv=None) -> int:
-    """Entry point; returns the exit status (0 success, 2 bad input)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = _parser().parse_args(argv)
+def _run(args, argv, nulls, device, backend, out):
+    """Compute the diagnosis and write it into ``out``; returns the diagnosis, its record and the paths."""
+    from .diagnostic.report import write_outputs
+    from .diagnostic.rundir import run_record
+
+    diag, inputs = _compute(args, nulls, device, backend)
+    record = run_record(argv, inputs)
+    written = write_outputs(diag, out, record=record, figures=not args.no_figures, rows=args.rows)
+    return diag, record, written
+
+
+def _lexists(path) -> bool:
     try:
-        if args.command == "diagnose":
-            return _diagnose(args, argv)
-    except ValueError as err:  # every documented input error is a ValueError subclass
-        print(f"critscale {args.command}: error: {err}", file=sys.stderr)
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # check_out_dir names the problem
+    return True
+
+
+def _remove_if_empty(out) -> None:
+    try:
+        out.rmdir()
+    except OSError:
+        pass  # something not of this run is there: it stays
+
+
+def _one_line(err: BaseException) -> str:
+    """The message of ``err`` on one line; an OSError names its path(s) and the problem."""
+    from .diagnostic.rundir import shown
+
+    if isinstance(err, OSError) and err.strerror:
+        paths = [shown(p) for p in (err.filename, err.filename2) if p is not None]
+        text = f"{' -> '.join(paths)}: {err.strerror}" if paths else err.strerror
+    elif isinstance(err, MemoryError):
+        text = "out of memory" + (f": {err}" if str(err) else " (give fewer windows, nulls or a smaller input)")
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def main(argv=None) -> int:
+    """Entry point; returns the exit status (0 success, 2 refused input, 130 interrupted)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = "critscale diagnose" if argv[:1] == ["diagnose"] else "critscale"
+    try:
+        with warnings.catch_warnings(record=True) as held:  # shown only after a run that succeeds
+            args = _parser().parse_args(argv)
+            status = _diagnose(args, argv) if args.command == "diagnose" else 1
+        for w in held:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+        return status
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, MemoryError) as err:  # every documented input error is a ValueError subclass
+        print(f"{name}: error: {_one_line(err)}", file=sys.stderr)
         return 2
-    return 1
 
 
 if __name__ == "__main__":

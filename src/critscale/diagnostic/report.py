@@ -16,7 +16,7 @@ import numpy as np
 
 from . import laws
 from .pipeline import Diagnosis
-from .rundir import clear_previous, write_run_record
+from .rundir import commit, staging
 from .summary import CROSSOVER, REFERENCE_NULL
 
 REGIMES = ("subcritical", "crossover", "supercritical")
@@ -116,20 +116,27 @@ def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
 
 
 def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = True, rows: bool = False) -> list[Path]:
-    """Write tables, summaries, figures and ``run.json`` into ``out_dir`` (checked by :mod:`.rundir`)."""
+    """Write tables, summaries, figures and ``run.json`` into ``out_dir`` (checked by :mod:`.rundir`).
+
+    Every file is written into a staging folder there and renamed into place, ``run.json`` last
+    (:func:`.rundir.commit`); a failure leaves ``out_dir`` as it was.  Returns the paths written.
+    """
     out = Path(out_dir)
-    clear_previous(out)
+    if rows and diag.rows is None:
+        raise ValueError("rows were not kept: diagnose with keep_rows=True to write rows.csv.gz")
+    with staging(out) as stage:
+        written = _write_files(diag, stage, record=record, figures=figures, rows=rows)
+        return commit(stage, out, written, record)
+
+
+def _write_files(diag: Diagnosis, out: Path, *, record: dict, figures: bool, rows: bool) -> list[Path]:
+    """Tables, summaries and figures in ``out``; returns their paths."""
     written = []
-    for name, frame in (("heads", diag.heads), ("nulls", diag.nulls), ("bins", diag.bins),
-                        ("entropy_curves", diag.curves), ("profiles", diag.profiles)):
-        path = out / f"{name}.csv"
+    tables = [("heads", diag.heads), ("nulls", diag.nulls), ("bins", diag.bins), ("entropy_curves", diag.curves),
+              ("profiles", diag.profiles)] + ([("rows", diag.rows)] if rows else [])
+    for name, frame in tables:
+        path = out / (f"{name}.csv.gz" if name == "rows" else f"{name}.csv")
         frame.to_csv(path, index=False)
-        written.append(path)
-    if rows:
-        if diag.rows is None:
-            raise ValueError("rows were not kept: diagnose with keep_rows=True to write rows.csv.gz")
-        path = out / "rows.csv.gz"
-        diag.rows.to_csv(path, index=False)
         written.append(path)
     from critscale.pagedata import _json_safe, plain
 
@@ -143,5 +150,4 @@ def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = Tru
         from .figures import save_all
 
         written += save_all(diag, out, record=record)
-    write_run_record(out, record, written)
-    return written + [out / "run.json"]
+    return written
