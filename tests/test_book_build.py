@@ -185,25 +185,36 @@ def _sockets_named_by(lock: Path) -> Path:
     return Path(lock.read_text().strip())
 
 
+SLEEPING_CELL = """import os, pathlib, time
+(pathlib.Path(os.environ["CRITSCALE_RESULTS_DIR"]) / "started").touch()
+time.sleep({seconds})
+"""
+
+
+def _driver_in_its_sleeping_cell(layout: Layout, tmp_path: Path, **popen) -> subprocess.Popen:
+    """A child driver running notebook x, returned once its sleeping cell has started."""
+    child = subprocess.Popen([sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"],
+                             cwd=tmp_path, **popen)
+    deadline = time.monotonic() + 240
+    while not list(layout.staging.glob("x.*/started")) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if child.poll() is not None or not list(layout.staging.glob("x.*/started")):
+        child.kill()
+        child.wait()
+        pytest.fail("the driver did not reach its sleeping cell")
+    return child
+
+
 @pytest.mark.slow
 def test_killed_run_keeps_the_previous_outputs_and_the_next_run_removes_its_folders(tmp_path):
     """SIGKILL of the driver while a cell runs: the previous outputs are still there, whole (the old driver
     had deleted them before the run), and the next run, even one refused for a bad parameter, removes the
     killed run's staging folder, its lock and its kernel-socket folder under the temporary folder."""
-    started = "import os, pathlib, time\n(pathlib.Path(os.environ['CRITSCALE_RESULTS_DIR']) / 'started').touch()\ntime.sleep(120)\n"
-    layout = _layout(tmp_path, "rows: 7\n", extra_cell=started)
+    layout = _layout(tmp_path, "rows: 7\n", extra_cell=SLEEPING_CELL.format(seconds=120))
     previous = _previous_outputs(layout)
-    child = subprocess.Popen([sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"],
-                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 240
-        while not list(layout.staging.glob("x.*/started")) and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert child.poll() is None, "the driver ended before its sleeping cell"
-        assert list(layout.staging.glob("x.*/started")), "the sleeping cell did not start in time"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+    child = _driver_in_its_sleeping_cell(layout, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
     assert {p: p.read_text() for p in previous} == previous
     locks = list(layout.staging.glob("x.*.lock"))
     assert len(locks) == 1 and _sockets_named_by(locks[0]).is_dir()
@@ -212,6 +223,25 @@ def test_killed_run_keeps_the_previous_outputs_and_the_next_run_removes_its_fold
         execute(layout, "x", {"rowz": 1})
     assert _no_run_folders(layout) and not sockets.exists()
     assert {p: p.read_text() for p in previous} == previous
+
+
+@pytest.mark.slow
+def test_interrupted_run_prints_one_line_and_keeps_the_previous_outputs(tmp_path):
+    """SIGINT of the driver while a cell runs: one line, exit status 130, the previous outputs whole, and
+    the run's own folders removed (the old driver printed a KeyboardInterrupt traceback, had deleted the
+    previous outputs before the run).  The driver acts on the signal when the running cell returns
+    (nbclient waits for the kernel's reply in code that defers Python's signal handler), hence a short cell."""
+    layout = _layout(tmp_path, "rows: 7\n", extra_cell=SLEEPING_CELL.format(seconds=5))
+    previous = _previous_outputs(layout)
+    child = _driver_in_its_sleeping_cell(layout, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].split()[-1] == "interrupted" and out == "", (out, err)
+    assert {p: p.read_text() for p in previous} == previous
+    assert _no_run_folders(layout)
 
 
 def test_next_run_removes_dead_runs_folders_and_leaves_live_ones(tmp_path):

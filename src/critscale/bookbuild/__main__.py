@@ -73,6 +73,9 @@ def run_notebook(layout: Layout, name: str, overrides: dict | None = None) -> in
     except (ParameterError, SourceError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt:  # the previous outputs are as they were, the run's folders removed
+        print(f"{label}  interrupted", file=sys.stderr, flush=True)
+        return 130
     except Exception as err:  # a failing cell: papermill's error carries the cell's traceback
         text = str(err) if type(err).__name__ == "PapermillExecutionError" else traceback.format_exc()
         print(f"{label}  FAILED\n{text}", file=sys.stderr, flush=True)

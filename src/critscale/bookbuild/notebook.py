@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,12 +116,15 @@ def outputs(layout: Layout, name: str) -> list[Path]:
 def _kernel_manager(folder: Path):
     from jupyter_client.manager import KernelManager
 
-    return KernelManager(kernel_name="python3", transport="ipc", ip=str(folder / "kernel"))
+    # a loaded machine may take seconds to let the kernel exit: up to 15 s before SIGTERM (stop_kernel)
+    return KernelManager(kernel_name="python3", transport="ipc", ip=str(folder / "kernel"),
+                         shutdown_wait_time=30.0)
 
 
-def stop_kernel(km) -> None:
-    """Stop the kernel with a shutdown request on its control channel (killed if it has not exited within
-    ``km.shutdown_wait_time``), and remove its connection files.
+def stop_kernel(km, now: bool = False) -> None:
+    """Stop the kernel with a shutdown request on its control channel, or kill it ``now`` (a run abandoned
+    while a cell may be running); remove its connection files.  A kernel that has not exited after half of
+    ``km.shutdown_wait_time`` gets SIGTERM, after the other half SIGKILL.
 
     Not ``km.shutdown_kernel``: that first interrupts the kernel with SIGINT.  papermill's last request
     (``kernel_info``) returns as soon as the kernel has sent its reply, while the kernel is still inside the
@@ -129,8 +133,11 @@ def stop_kernel(km) -> None:
     run.  No signal is sent here unless the kernel fails to exit.
     """
     if km.has_kernel:
-        km.request_shutdown()
-        km.finish_shutdown()
+        if now:
+            km.signal_kernel(signal.SIGKILL)
+        else:
+            km.request_shutdown()
+        km.finish_shutdown()  # waits for the process (and reaps it)
     km.cleanup_resources()
 
 
@@ -154,12 +161,17 @@ def execute(layout: Layout, name: str, overrides: dict | None = None) -> float:
     start = time.perf_counter()
     try:
         km = _kernel_manager(run.sockets)
-        try:
+        try:  # nbclient leaves a kernel it did not create running
             executed = papermill.execute_notebook(
                 nb, None, parameters=values, kernel_name="python3", cwd=str(layout.root),
                 progress_bar=False, log_output=False, km=km)
-        finally:  # nbclient leaves a kernel it did not create running
+        except Exception:  # a failing cell: the kernel is idle, as after a success
             stop_kernel(km)
+            raise
+        except BaseException:  # interrupted: the kernel may still be running a cell
+            stop_kernel(km, now=True)
+            raise
+        stop_kernel(km)
         where = f"params/{layout.profile}/{name}.yaml"
         if overrides:
             where += " with " + ", ".join(f"{key}={value!r}" for key, value in overrides.items())
