@@ -2,7 +2,8 @@
 
 Exit status: 0 on success, 1 when a notebook or jupyter-book fails (with the traceback
 or the warnings), 2 on bad input (the command line, the profile, a parameter file, a
-notebook source, a recorded GPU result), with one line naming the input and the problem.
+notebook source, a recorded GPU result), with one line naming the input and the problem;
+130 when interrupted (one line; the previous outputs are kept).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def parse_overrides(pairs: list[str]) -> dict:
         try:
             values[key.strip()] = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise ParameterError(f"--set {pair!r}: the value is not valid YAML ({' '.join(str(err).split())})") from None
+            reason = " ".join(str(err).split())  # YAML's message spans lines
+            raise ParameterError(f"--set {pair!r}: the value is not valid YAML ({reason})") from None
     return values
 
 
