@@ -7,9 +7,12 @@ from __future__ import annotations
 import copy
 import os
 import json
+import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -18,7 +21,8 @@ import pandas as pd
 import pytest
 
 from critscale import gpu_records, tables
-from critscale.bookbuild import appendix, downloads, pages, params, summaries
+from critscale.bookbuild import appendix, downloads, pages, params, staging, summaries
+from critscale.bookbuild.__main__ import main
 from critscale.bookbuild.notebook import Layout, execute, outputs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,9 +63,10 @@ if fail:
 """
 
 
-def _layout(tmp_path: Path, values: str) -> Layout:
+def _layout(tmp_path: Path, values: str, extra_cell: str = "") -> Layout:
     (tmp_path / "notebooks").mkdir()
-    (tmp_path / "notebooks" / "x.md").write_text(NOTEBOOK_HEADER)
+    cell = f"\n```{{code-cell}} ipython3\n{extra_cell}```\n" if extra_cell else ""
+    (tmp_path / "notebooks" / "x.md").write_text(NOTEBOOK_HEADER + cell)
     (tmp_path / "params" / "ci").mkdir(parents=True)
     (tmp_path / "params" / "ci" / "x.yaml").write_text(values)
     return Layout("ci", root=tmp_path)
@@ -104,21 +109,67 @@ def test_every_params_file_of_the_project_fits_its_notebook():
 
 
 # ---------------------------------------------------------------- staged runs (issue 14.8)
+def _previous_outputs(layout: Layout) -> dict[Path, str]:
+    """Outputs of an earlier run of x (a stale figure among them), written by hand; path -> content."""
+    files = {layout.executed / "x.ipynb": "previous notebook", layout.results / "x.json": "previous results",
+             layout.results / "figures" / "x" / "old_fig.png": "previous figure"}
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return files
+
+
+def _no_run_folders(layout: Layout) -> bool:
+    """No staging folder or lock under build/staging/ci."""
+    return not layout.staging.exists() or not any(layout.staging.iterdir())
+
+
 def test_failed_notebook_leaves_nothing_behind(tmp_path):
-    """Before the staging folder, a raising cell left the results JSON and the figure behind."""
+    """Before the staging folder, a raising cell left the results JSON and the figure behind; the outputs
+    of an earlier run are removed too (they are not of this source), and so are the run's own folders."""
     layout = _layout(tmp_path, "fail: true\n")
+    _previous_outputs(layout)
     with pytest.raises(Exception, match="this cell fails on purpose"):
         execute(layout, "x")
     assert not any(p.exists() for p in outputs(layout, "x"))
-    assert not layout.staging("x").exists()
+    assert _no_run_folders(layout)
 
 
+# After the reply to papermill's last request (kernel_info) has gone out, the kernel is still inside the
+# request's handler; a loaded machine may deschedule it there.  This cell makes it stay there for a second.
+SLOW_AFTER_REPLY = """import inspect, time
+_kernel = get_ipython().kernel
+_reply = _kernel.shell_handlers["kernel_info_request"]
+
+
+async def _slow_after_reply(*args):
+    result = _reply(*args)
+    if inspect.isawaitable(result):
+        await result
+    time.sleep(1.0)
+
+
+_kernel.shell_handlers["kernel_info_request"] = _slow_after_reply
+"""
+
+
+@pytest.mark.slow
 def test_successful_run_is_quiet_and_puts_every_output_in_place(tmp_path):
     """One line on stdout (index, name, profile, time), nothing on stderr: no papermill
-    'not specified with any extension' and no ipykernel 'running over TCP' warning."""
-    layout = _layout(tmp_path, "rows: 7\n")
-    run = subprocess.run([sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"],
-                         cwd=tmp_path, capture_output=True, text=True)
+    'not specified with any extension', no ipykernel 'running over TCP' warning, and no
+    '[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.', which jupyter_client's shutdown_kernel
+    caused by interrupting (SIGINT) a kernel still inside the handler of its last reply: the notebook's last
+    cell keeps the kernel there for a second, as a loaded machine does by chance (and a CPU hog runs beside).
+    The previous outputs are replaced, a stale figure of theirs removed, and no run folder is left."""
+    layout = _layout(tmp_path, "rows: 7\n", extra_cell=SLOW_AFTER_REPLY)
+    _previous_outputs(layout)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        run = subprocess.run([sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    finally:
+        hog.kill()
+        hog.wait()
     assert run.returncode == 0, run.stderr
     assert run.stderr == "", run.stderr
     lines = run.stdout.splitlines()
@@ -126,7 +177,170 @@ def test_successful_run_is_quiet_and_puts_every_output_in_place(tmp_path):
     results = json.loads((layout.results / "x.json").read_text())
     assert results["values"]["rows_seen"] == 7
     assert (layout.results / results["figures"]["line_fig"]["png"]).exists()
-    assert (layout.executed / "x.ipynb").exists() and not layout.staging("x").exists()
+    assert not (layout.results / "figures" / "x" / "old_fig.png").exists()
+    assert nbformat.read(layout.executed / "x.ipynb", 4).cells and _no_run_folders(layout)
+
+
+def _sockets_named_by(lock: Path) -> Path:
+    return Path(lock.read_text().strip())
+
+
+SLEEPING_CELL = """import os, pathlib, time
+(pathlib.Path(os.environ["CRITSCALE_RESULTS_DIR"]) / "started").touch()
+time.sleep({seconds})
+"""
+
+
+def _driver_in_its_sleeping_cell(layout: Layout, tmp_path: Path, **popen) -> subprocess.Popen:
+    """A child driver running notebook x, returned once its sleeping cell has started."""
+    child = subprocess.Popen([sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"],
+                             cwd=tmp_path, **popen)
+    deadline = time.monotonic() + 240
+    while not list(layout.staging.glob("x.*/started")) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if child.poll() is not None or not list(layout.staging.glob("x.*/started")):
+        child.kill()
+        child.wait()
+        pytest.fail("the driver did not reach its sleeping cell")
+    return child
+
+
+@pytest.mark.slow
+def test_killed_run_keeps_the_previous_outputs_and_the_next_run_removes_its_folders(tmp_path):
+    """SIGKILL of the driver while a cell runs: the previous outputs are still there, whole (the old driver
+    had deleted them before the run), and the next run, even one refused for a bad parameter, removes the
+    killed run's staging folder, its lock and its kernel-socket folder under the temporary folder."""
+    layout = _layout(tmp_path, "rows: 7\n", extra_cell=SLEEPING_CELL.format(seconds=120))
+    previous = _previous_outputs(layout)
+    child = _driver_in_its_sleeping_cell(layout, tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert {p: p.read_text() for p in previous} == previous
+    locks = list(layout.staging.glob("x.*.lock"))
+    assert len(locks) == 1 and _sockets_named_by(locks[0]).is_dir()
+    sockets = _sockets_named_by(locks[0])
+    with pytest.raises(params.ParameterError, match="rowz"):
+        execute(layout, "x", {"rowz": 1})
+    assert _no_run_folders(layout) and not sockets.exists()
+    assert {p: p.read_text() for p in previous} == previous
+
+
+@pytest.mark.slow
+def test_interrupted_run_prints_one_line_and_keeps_the_previous_outputs(tmp_path):
+    """SIGINT of the driver while a cell runs: one line, exit status 130, the previous outputs whole, and
+    the run's own folders removed (the old driver printed a KeyboardInterrupt traceback, had deleted the
+    previous outputs before the run).  The driver acts on the signal when the running cell returns
+    (nbclient waits for the kernel's reply in code that defers Python's signal handler), hence a short cell."""
+    layout = _layout(tmp_path, "rows: 7\n", extra_cell=SLEEPING_CELL.format(seconds=5))
+    previous = _previous_outputs(layout)
+    child = _driver_in_its_sleeping_cell(layout, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         text=True)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].split()[-1] == "interrupted" and out == "", (out, err)
+    assert {p: p.read_text() for p in previous} == previous
+    assert _no_run_folders(layout)
+
+
+def test_next_run_removes_dead_runs_folders_and_leaves_live_ones(tmp_path):
+    """A dead run's folders (a lock nobody holds, its staging folder, its socket folder), an older driver's
+    staging folder (no lock) and a dead run's pending lock file are removed at the start of any run; the
+    folders of a live run (its lock held, here by this process) are left alone."""
+    layout = _layout(tmp_path, "rows: 7\n")
+    live = staging.start(layout.staging, "y")
+    dead = staging.start(layout.staging, "x")
+    os.close(dead.fd)  # its process died: the lock is free, the folders stay
+    (dead.stage / "x.json").write_text("{}")
+    older = layout.staging / "z"
+    older.mkdir()
+    (older / "z.ipynb").write_text("{}")
+    pending = layout.staging / ".x.1-00.lock.new"
+    pending.write_text("")
+    os.utime(pending, (time.time() - 2 * staging.PENDING_GRACE_S,) * 2)
+    try:
+        with pytest.raises(params.ParameterError, match="rowz"):
+            execute(layout, "x", {"rowz": 1})
+        assert not dead.stage.exists() and not dead.lock.exists() and not dead.sockets.exists()
+        assert not older.exists() and not pending.exists()
+        assert live.stage.is_dir() and live.lock.exists() and live.sockets.is_dir()
+    finally:
+        live.close()
+    assert not live.sockets.exists() and _no_run_folders(layout)
+
+
+def test_socket_folder_named_by_a_lock_is_removed_only_if_it_is_one_of_ours(tmp_path):
+    """A lock file is read from the build folder: a path it names outside the temporary folder, or without
+    the critscale-kernel- prefix, is never removed."""
+    root = tmp_path / "staging"
+    root.mkdir()
+    keep = tmp_path / "critscale-kernel-not-in-tmp"
+    keep.mkdir()
+    other = Path(tempfile.mkdtemp(prefix="someone-else-"))
+    try:
+        for i, target in enumerate((keep, other)):
+            (root / f"x.{i}.lock").write_text(str(target))
+        staging.clean(root)
+        assert keep.is_dir() and other.is_dir() and not list(root.iterdir())
+    finally:
+        other.rmdir()
+
+
+# ---------------------------------------------------------------- the command line's refusals (issue 18.4)
+@pytest.mark.parametrize("argv, fragment", [
+    (["notebook", "x", "--profile", "/abs/dir"], "--profile '/abs/dir' (or $PROFILE): not a profile name"),
+    (["notebook", "x", "--profile", "../ci"], "not a profile name"),
+    (["notebook", "x", "--profile", "nope"], "no folder params/nope/"),
+    (["html", "--profile", "/abs/dir"], "not a profile name"),
+    (["notebook", "y", "--profile", "ci"], "no notebook notebooks/y.md"),
+    (["notebook", "x", "--profile", "ci", "--set", "rows=[1"], "--set 'rows=[1': the value is not valid YAML"),
+])
+def test_refused_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, argv, fragment):
+    """``--profile /abs/dir`` gave a 12-line ValueError traceback and exit 1 (the profile was joined to
+    params/ as a path); each refusal is one line naming the input."""
+    _layout(tmp_path, "rows: 7\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0] and "Traceback" not in err[0], err
+
+
+@pytest.mark.parametrize("argv", [["notebook"], ["notebook", "x", "--bogus"], [], ["nope"]])
+def test_command_line_errors_are_one_line_without_the_usage_block(argv, capsys):
+    """argparse printed its usage block (3 to 5 lines) before the error."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "usage" not in err[0], err
+
+
+@pytest.mark.parametrize("what, bad, fragment", [
+    ("params", b"\xff\xfe", "params/ci/x.yaml: cannot be read (UnicodeDecodeError"),
+    ("params", None, "params/ci/x.yaml: cannot be read (IsADirectoryError"),
+    ("params", b"rows: [\n", "params/ci/x.yaml: not valid YAML"),
+    ("source", b"\xff", "notebooks/x.md: cannot be read (UnicodeDecodeError"),
+    ("gpu", b"\xff", "results/gpu/a.json: not valid JSON"),
+])
+def test_unreadable_input_files_are_refused_in_one_line(tmp_path, monkeypatch, capsys, what, bad, fragment):
+    """A parameter file in invalid UTF-8 or a folder, a notebook source in invalid UTF-8 and a GPU record in
+    invalid UTF-8 gave tracebacks (UnicodeDecodeError, IsADirectoryError) and exit 1; YAML errors were
+    several lines."""
+    _layout(tmp_path, "rows: 7\n")
+    path = {"params": tmp_path / "params" / "ci" / "x.yaml", "source": tmp_path / "notebooks" / "x.md",
+            "gpu": tmp_path / "results" / "gpu" / "a.json"}[what]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if bad is None:
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_bytes(bad)
+    monkeypatch.chdir(tmp_path)
+    argv = ["check-gpu"] if what == "gpu" else ["notebook", "x", "--profile", "ci"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and fragment in err[0], err
 
 
 def test_set_overrides_one_parameter_and_builds_beside_the_profile(tmp_path):

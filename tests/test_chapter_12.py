@@ -58,19 +58,83 @@ def test_floors_glued_agree_with_the_record_and_the_goals(ci_results, sass):
     assert v["exercise_exp2"] == ladder.beta_plan(0.05 * 2.0 ** (np.arange(32) / 4)).exp2_per_score
 
 
-def test_sass_record_is_of_the_current_kernels_and_grids(sass):
-    """The record's source hashes are those of this tree and its grids are the benchmark's: a change to the
-    kernels or to the grids without `make sass-record` fails here (the chapter's page says so in words)."""
+# The recorded grids were computed by np.geomspace and np.power on the machine that made the record: numpy's
+# log10 and power differ between CPUs (SIMD or libm) by a few ulps, and an error of k ulps in the exponent y
+# becomes ln(10) |y| k ulps in 10**y (|y| <= 3 here), so the same grid may differ by about 10 ulps between
+# two machines.  16 ulps allows that; another grid (a different count, endpoint or spacing) differs by at
+# least 1e-3 relative, about 4.5e12 ulps.
+GRID_MAX_ULP = 16
+
+
+def _ulps_apart(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| in units of the float64 spacing at the larger magnitude (0 where both are equal)."""
+    return np.abs(a - b) / np.spacing(np.maximum(np.abs(a), np.abs(b)))
+
+
+def grid_differences(recorded: dict, grid) -> list[str]:
+    """How a recorded grid ({"beta": [...], "t": [...]}) differs from the benchmark's ``grid``: its count
+    (exact), its endpoints and each value (within GRID_MAX_ULP ulps); empty when it is the same grid."""
+    problems = []
+    for axis in ("beta", "t"):
+        have = np.asarray(recorded[axis], dtype=np.float64)
+        want = np.asarray(getattr(grid, axis), dtype=np.float64)
+        if have.shape != want.shape:
+            problems.append(f"{axis}: {have.size} values recorded, the benchmark has {want.size}")
+            continue
+        apart = _ulps_apart(have, want)
+        for where, i in (("first", 0), ("last", -1)):
+            if apart[i] > GRID_MAX_ULP:
+                problems.append(f"{axis}: {where} value {have[i]!r} recorded, the benchmark's is {want[i]!r}")
+        worst = int(np.argmax(apart))
+        if apart[worst] > GRID_MAX_ULP:
+            problems.append(f"{axis}: value {worst} is {have[worst]!r}, the benchmark's {want[worst]!r} "
+                            f"({apart[worst]:.3g} ulps apart, at most {GRID_MAX_ULP} allowed)")
+    return problems
+
+
+def _benchmark_grids():
     import sys
 
     sys.path.insert(0, str(ROOT / "scripts"))
     from gpu_suite import table
 
+    return table.GRIDS
+
+
+def test_sass_record_is_of_the_current_kernels_and_grids(sass):
+    """The record's source hashes are those of this tree and its grids are the benchmark's: a change to the
+    kernels or to the grids without `make sass-record` fails here (the chapter's page says so in words).
+    The grids are compared by count and within GRID_MAX_ULP ulps, not bit for bit: the record was computed
+    on another machine, whose numpy may round the last bit of a geometric grid differently."""
+    grids = _benchmark_grids()
     stale = [f for f, h in sass["provenance"]["sources"].items()
              if hashlib.sha256((ROOT / f).read_bytes()).hexdigest() != h]
     assert not stale, f"results/sass/kernels_sass.json predates changes to {stale}: run `make sass-record`"
+    assert set(sass["grids"]) <= set(grids), set(sass["grids"]) - set(grids)
     for name, grid in sass["grids"].items():
-        assert grid == {"beta": list(table.GRIDS[name].beta), "t": list(table.GRIDS[name].t)}, name
+        assert not grid_differences(grid, grids[name]), (name, grid_differences(grid, grids[name]))
+
+
+def test_grid_check_allows_the_last_bits_and_refuses_another_grid(sass):
+    """A copy of the record whose grid32 thresholds are one or a few ulps off (the other machine's geomspace:
+    element 5 one ulp up) passes; copies with one threshold fewer, another endpoint, the same endpoints and
+    count but linear spacing, or betas of ratio 2^(1/4) instead of 2^(1/8) fail, each naming what differs."""
+    grid = _benchmark_grids()["grid32"]
+    t = np.asarray(sass["grids"]["grid32"]["t"])
+    beta = np.asarray(sass["grids"]["grid32"]["beta"])
+    nudged = t.copy()
+    nudged[5] = np.nextafter(nudged[5], np.inf)
+    nudged[20:30] *= 1 + 4 * np.finfo(np.float64).eps
+    assert grid_differences({"beta": beta, "t": nudged}, grid) == []
+    tampered = {
+        "count": ({"beta": beta, "t": t[:-1]}, "63 values recorded, the benchmark has 64"),
+        "endpoint": ({"beta": beta, "t": np.r_[0.0, np.geomspace(1e-3, 21.0, 63)]}, "last value"),
+        "spacing": ({"beta": beta, "t": np.r_[0.0, np.linspace(1e-3, 20.0, 63)]}, "ulps apart"),
+        "ratio": ({"beta": 0.05 * 2.0 ** (np.arange(32) / 4), "t": t}, "beta: last value"),
+    }
+    for what, (copy, message) in tampered.items():
+        problems = grid_differences(copy, grid)
+        assert problems and any(message in p for p in problems), (what, problems)
 
 
 def test_sass_record_supports_the_chapters_statements(sass):

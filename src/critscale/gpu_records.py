@@ -110,7 +110,7 @@ def load(name: str) -> dict | None:
         return None
     try:
         data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (ValueError, OSError) as err:  # invalid JSON or UTF-8, or not a readable file
         raise GpuRecordError(f"results/gpu/{path.name}: not valid JSON ({err})") from None
     validate(data, f"results/gpu/{path.name}")
     return data
@@ -123,7 +123,7 @@ def validate_all(folder: Path | None = None) -> list[str]:
     for path in sorted(folder.glob("*.json")):
         try:
             data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
+        except (ValueError, OSError) as err:  # invalid JSON or UTF-8, or not a readable file
             raise GpuRecordError(f"results/gpu/{path.name}: not valid JSON ({err})") from None
         validate(data, f"results/gpu/{path.name}")
         names.append(path.name)

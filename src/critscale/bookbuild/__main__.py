@@ -1,14 +1,16 @@
 """Command line of the build driver (see ``critscale.bookbuild``); the Makefile is its caller.
 
 Exit status: 0 on success, 1 when a notebook or jupyter-book fails (with the traceback
-or the warnings), 2 on bad input (a parameter file, a recorded GPU result), with one
-line naming the problem.
+or the warnings), 2 on bad input (the command line, the profile, a parameter file, a
+notebook source, a recorded GPU result), with one line naming the input and the problem;
+130 when interrupted (one line; the previous outputs are kept).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 import traceback
@@ -16,8 +18,28 @@ from pathlib import Path
 
 from ..gpu_records import GpuRecordError, commit_in_history, validate_all
 from . import downloads, site
-from .notebook import Layout, execute, notebook_names
+from .notebook import Layout, SourceError, execute, notebook_names
 from .params import ParameterError
+
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def profile_problem(root: Path, profile: str) -> str | None:
+    """Why ``profile`` is not one of the profiles (the folders of ``params/``), or None."""
+    known = ", ".join(sorted(p.name for p in (root / "params").glob("*") if p.is_dir())) or "none"
+    if not PROFILE_NAME.fullmatch(profile):
+        return (f"--profile {profile!r} (or $PROFILE): not a profile name (letters, digits, '-', '_'; "
+                f"the profiles: {known})")
+    if not (root / "params" / profile).is_dir():
+        return f"--profile {profile!r} (or $PROFILE): no folder params/{profile}/ (the profiles: {known})"
+    return None
 
 
 def _session_log(layout: Layout) -> Path | None:
@@ -37,7 +59,8 @@ def parse_overrides(pairs: list[str]) -> dict:
         try:
             values[key.strip()] = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise ParameterError(f"--set {pair!r}: the value is not valid YAML ({err})") from None
+            reason = " ".join(str(err).split())  # YAML's message spans lines
+            raise ParameterError(f"--set {pair!r}: the value is not valid YAML ({reason})") from None
     return values
 
 
@@ -49,9 +72,12 @@ def run_notebook(layout: Layout, name: str, overrides: dict | None = None) -> in
     label = f"[{names.index(name) + 1:2d}/{len(names)}] {name:<28} {layout.profile}"
     try:  # the line is printed whole when the run ends, so that parallel runs do not interleave
         seconds = execute(layout, name, overrides)
-    except ParameterError as err:
+    except (ParameterError, SourceError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt:  # the previous outputs are as they were, the run's folders removed
+        print(f"{label}  interrupted", file=sys.stderr, flush=True)
+        return 130
     except Exception as err:  # a failing cell: papermill's error carries the cell's traceback
         text = str(err) if type(err).__name__ == "PapermillExecutionError" else traceback.format_exc()
         print(f"{label}  FAILED\n{text}", file=sys.stderr, flush=True)
@@ -83,7 +109,7 @@ def summary(layout: Layout, output: Path, started: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m critscale.bookbuild", description=__doc__)
+    parser = _Parser(prog="python -m critscale.bookbuild", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     nb = sub.add_parser("notebook", help="execute one notebook")
     nb.add_argument("name")
@@ -98,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--profile", default=os.environ.get("PROFILE", "cpu"))
     args = parser.parse_args(argv)
     layout = Layout(args.profile)
+    problem = profile_problem(layout.root, args.profile) if args.command in ("notebook", "html", "pdf") else None
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if args.command == "notebook":
         try:
             overrides = parse_overrides(args.set)

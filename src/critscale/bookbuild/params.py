@@ -80,10 +80,13 @@ def check(values: dict[str, Any], params: dict[str, Any], where: str) -> None:
                                  f"but the notebook's default is {_kind(params[key])} {params[key]!r}")
 
 
-def load_file(path: Path) -> dict[str, Any]:
-    """The parameter file's mapping (an empty file is an empty mapping)."""
+def load_file(path: Path, where: str | None = None) -> dict[str, Any]:
+    """The parameter file's mapping (an empty file is an empty mapping); errors name it as ``where``."""
+    where = where or str(path)
     try:
         values = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise ParameterError(f"{path}: not valid YAML ({err})") from None
+        raise ParameterError(f"{where}: not valid YAML ({' '.join(str(err).split())})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ParameterError(f"{where}: cannot be read ({err.__class__.__name__}: {err})") from None
     return values
