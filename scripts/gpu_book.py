@@ -408,7 +408,7 @@ def check_output(where: str, output: dict) -> list[str]:
         elif mime in ("text/html", "image/svg+xml", "text/markdown"):
             found = ACTIVE.search(body) or (HANDLER.search(body) if mime != "text/markdown" else None)
             if found:
-                problems.append(f"{where}: its {key} output holds {found.group(0)[:40]!r} (script is not imported)")
+                problems.append(f"{where}: its {key} output holds {found.group(0)[-40:]!r} (script is not imported)")
     return problems
 
 
@@ -443,7 +443,7 @@ def check_notebook(member: str, data: bytes) -> list[str]:
         if cell.cell_type != "code":
             found = ACTIVE.search(_joined(cell.source))
             if found:
-                problems.append(f"{where} ({cell.cell_type}) holds {found.group(0)[:40]!r} (script is not imported)")
+                problems.append(f"{where} ({cell.cell_type}) holds {found.group(0)[-40:]!r} (script is not imported)")
             continue
         run = cell.metadata.get("papermill") or {}
         if run.get("exception") or run.get("status") == "failed":
@@ -466,7 +466,7 @@ def check_member(member: str, data: bytes) -> list[str]:
         if member.endswith((".svg", ".log")):
             body = text(data, member)
             found = (ACTIVE.search(body) or HANDLER.search(body)) if member.endswith(".svg") else None
-            return [f"{member}: holds {found.group(0)[:40]!r} (script is not imported)"] if found else []
+            return [f"{member}: holds {found.group(0)[-40:]!r} (script is not imported)"] if found else []
         value = strict_json(data, member)
     except IntakeError as err:
         return [str(err)]

@@ -8,6 +8,7 @@ notebooks made with nbformat, as the build driver leaves them).  ``pack`` writes
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import subprocess
@@ -25,6 +26,7 @@ BOOK_VERSIONS = ("python", "torch", "triton", "transformers", "numpy", "scipy", 
                  "papermill", "jupytext", "ipykernel", "nbclient", "nbformat")
 
 
+@functools.lru_cache(maxsize=None)
 def head() -> str:
     """HEAD of this checkout (a commit of its history)."""
     return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
