@@ -296,9 +296,11 @@ BOOK_LIMITS = {"provenance.json": 1 * MiB, "executed": 32 * MiB, "results": 8 * 
 BOOK_TOTAL = 192 * MiB  # the tarball is at most TAR_LIMIT packed; notebooks and JSON compress a few times
 FIGURE = re.compile(r"^results/figures/(?P<nb>[^/]+)/[A-Za-z0-9_.\-]+\.(png|svg)$")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-# A machine's absolute path in a string: a file:// URL, or a path under a folder of the machine's own
-# (after a character that cannot end a relative path's component), or a Windows user folder.
-MACHINE_PATH = re.compile(r"file://|(?<![\w.~>\-])/(tmp|root|work|home|opt|usr|Users|var|mnt|srv|private|scratch)/"
+# A machine's absolute path in a string: a file:// URL (but for the tree, scrubbed to file://<repo>), a path
+# under a folder of the machine's own (after a character that cannot end a relative path's component), or
+# a Windows user folder.
+MACHINE_PATH = re.compile(r"file://(?!<repo>)|(?<![\w.~>\-])/(tmp|root|work|home|opt|usr|Users|var|mnt|srv|private"
+                          r"|scratch)/"
                           r"|\b[A-Za-z]:\\(Users|home)\\")
 ACTIVE = re.compile(r"<\s*script\b|javascript\s*:|<\s*(iframe|object|embed)\b", re.I)  # anywhere
 HANDLER = re.compile(r"<[^<>]*\son[a-z]+\s*=", re.I)  # an event handler attribute, in HTML and SVG

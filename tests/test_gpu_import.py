@@ -399,7 +399,8 @@ def test_book_import_refuses_machine_paths_in_any_form(tmp_path, capsys, case, t
 
 @pytest.mark.parametrize("text", ["results/gpu/kernels_bench.json", "https://example.org/home/page",
                                   "<repo>/src/critscale/a.py", "<python>/site-packages/numpy/x.py",
-                                  "<cell>/3.py:1: RuntimeWarning", "a ratio 1/tmp2/3", "build/tmp/x", "~/home/x"])
+                                  "<cell>/3.py:1: RuntimeWarning", "a ratio 1/tmp2/3", "build/tmp/x", "~/home/x",
+                                  "file://<repo>/book/x.html"])
 def test_machine_path_scan_leaves_relative_paths_and_urls_alone(text):
     assert gpu_book.machine_paths({"outputs": [text], text: 1}) == []
 
@@ -490,3 +491,15 @@ def test_refusals_on_the_command_line_are_one_line_and_exit_2(tmp_path, script, 
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert path.name in proc.stderr
     assert not (tmp_path / "dest").exists()
+
+
+def test_a_tarball_that_is_no_file_is_refused_in_one_line(tmp_path, capsys):
+    """Before: IsADirectoryError (a folder named gpu_results.tar.gz) and FileNotFoundError (a book tarball
+    that is not there) as tracebacks."""
+    (tmp_path / "session" / "gpu_results.tar.gz").mkdir(parents=True)
+    dest = earlier_dest(tmp_path)
+    rc = gpu_import.main([str(tmp_path / "session"), "--dest", str(dest)])
+    refused(rc, capsys.readouterr().err, "gpu_import: refusing gpu_results.tar.gz: ", "not a regular file")
+    rc = gpu_book.main(["import", str(tmp_path / "absent.tar.gz"), "--dest", str(dest / "book")])
+    refused(rc, capsys.readouterr().err, "gpu_book import: refusing absent.tar.gz: ", "No such file")
+    assert unchanged(dest)
