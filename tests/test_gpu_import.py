@@ -503,3 +503,33 @@ def test_a_tarball_that_is_no_file_is_refused_in_one_line(tmp_path, capsys):
     rc = gpu_book.main(["import", str(tmp_path / "absent.tar.gz"), "--dest", str(dest / "book")])
     refused(rc, capsys.readouterr().err, "gpu_book import: refusing absent.tar.gz: ", "No such file")
     assert unchanged(dest)
+
+
+# ----------------------------------------------------------------------------------------------
+# The recorded results the book reads (critscale.gpu_records)
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: json.dumps({"provenance": gt.provenance(wall_time_s=math.inf)}).encode(), "Infinity"),  # passed as >= 0
+    (lambda: json.dumps({"provenance": gt.provenance(), "x": math.nan}).encode(), "NaN"),  # parsed
+    (lambda: b'{"provenance": "\xff"}', "not UTF-8"),  # before: UnicodeDecodeError
+], ids=["infinity", "nan", "not-utf8"])
+def test_recorded_results_are_parsed_strictly(tmp_path, make, words):
+    from critscale import gpu_records
+
+    (tmp_path / "kernels_run.json").write_bytes(make())
+    with pytest.raises(gpu_records.GpuRecordError, match=words):
+        gpu_records.validate_all(tmp_path)
+
+
+@pytest.mark.parametrize("field, value", [("date_utc", "2026-02-30T00:00:00Z"), ("wall_time_s", math.inf),
+                                          ("wall_time_s", 0.0), ("versions", {"torch": "2.11.0"}),
+                                          ("versions", {**gt.provenance()["versions"], "triton": "not installed"})])
+def test_recorded_results_provenance_values_are_checked(field, value):
+    """Before: a date not of the calendar raised ValueError (a traceback in `check-gpu`); an infinite or zero
+    wall time and versions naming torch alone passed."""
+    from critscale import gpu_records
+
+    with pytest.raises(gpu_records.GpuRecordError, match=f"field '{field}'"):
+        gpu_records.validate({"provenance": gt.provenance(**{field: value})}, "results/gpu/x.json")

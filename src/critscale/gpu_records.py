@@ -1,9 +1,11 @@
 """Results that only a GPU can produce, committed as small data files under ``results/gpu/``.
 
 Each file is JSON with a ``provenance`` block (device, driver, versions, commit, date,
-wall time).  ``load`` validates that block against ``PROVENANCE_SCHEMA`` before any page
-shows a number from it, and ``show_gpu_record_note`` labels the result on the page, so
-that no reader mistakes a recorded GPU number for one computed by the page.
+wall time).  ``load`` parses the file strictly (``loads``: no ``Infinity`` or ``NaN``) and
+checks the values of that block (``validate_provenance``) before any page shows a number
+from it, and ``show_gpu_record_note`` labels the result on the page, so that no reader
+mistakes a recorded GPU number for one computed by the page.  The imports of a GPU
+session (``scripts/gpu_import.py``, ``scripts/gpu_book.py import``) use the same checks.
 """
 
 from __future__ import annotations
