@@ -20,7 +20,7 @@ import shutil
 import tarfile
 import tempfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
@@ -48,7 +48,12 @@ class Layout:
     total: int
     packed: int
     members: int = 1000
-    header_slack: int = field(default=4 * 2**20)  # headers, padding and the end blocks of the tar stream
+
+    @property
+    def stream(self) -> int:
+        """The most the decompressed tar stream may hold: the files, and for each member a header and
+        padding (1 KiB; a long name takes one block more), and the end blocks."""
+        return self.total + 2048 * self.members + 2**20
 
 
 class _Bounded:
@@ -100,7 +105,7 @@ def read_tarball(path: Path, layout: Layout) -> dict[str, bytes]:
             if raw.read(2) != b"\x1f\x8b":
                 raise IntakeError(f"{where}: not a gzip file")
             raw.seek(0)
-            stream = _Bounded(gzip.GzipFile(fileobj=raw, mode="rb"), layout.total + layout.header_slack, where)
+            stream = _Bounded(gzip.GzipFile(fileobj=raw, mode="rb"), layout.stream, where)
             with tarfile.open(fileobj=stream, mode="r|") as tar:
                 total = 0
                 for count, member in enumerate(tar, start=1):

@@ -209,6 +209,8 @@ TARBALL_CASES = [
     ("empty-tarball", lambda valid: _gz(bytes(10240)), ["lacks kernels_bench.csv"]),  # imported nothing, exit 0
     ("header-declares-2-GiB", lambda valid: _gz(member("kernels_bench.csv", tarfile.REGTYPE, size=2**31).tobuf()),
      ["kernels_bench.csv", "limit"]),  # unpacking began; a traceback at the end of the data
+    # imported: the files, then 48 MiB of zeros after the end of the tar stream, never read
+    ("zeros-after-the-end", lambda valid: _gz(gzip.decompress(valid) + bytes(48 * MiB)), ["decompresses to more than"]),
 ]
 
 
