@@ -372,16 +372,17 @@ def check_provenance(prov: dict, profile: str, names: list[str]) -> list[str]:
 
 
 def _strings(value):
-    """Every string of a parsed JSON value, keys included."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield k
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
+    """Every string of a parsed JSON value, keys included (without recursion: any depth that parsed)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def machine_paths(value) -> list[str]:

@@ -6,7 +6,6 @@ traceback, and leaves the destination exactly as it was (no staging folder left 
 """
 
 import gzip
-import io
 import json
 import math
 import subprocess
@@ -198,8 +197,8 @@ def _valid_tarball(tmp_path) -> bytes:
     return gt.pack(gt.results_files(), tmp_path / "valid.tar.gz").read_bytes()
 
 
-# (case, the tarball's bytes from a valid one, words).  Before: a traceback (tarfile's ReadError, EOFError,
-# the data filter's errors) or, for the empty tarball and the duplicate, an import.
+# (case, the tarball's bytes from a valid one, words).  Before: a traceback (tarfile's ReadError, EOFError)
+# or, for the corrupt checksum, the empty tarball and the zeros after the end, an import (exit 0).
 TARBALL_CASES = [
     ("empty-file", lambda valid: b"", ["empty file"]),
     ("not-gzip", lambda valid: b"kernels_bench.csv,1,2\n", ["not a gzip file"]),
@@ -232,7 +231,8 @@ def test_results_import_refuses_a_tarball_larger_than_a_session_packs(tmp_path, 
     assert unchanged(dest)
 
 
-# Members the tarfile data filter refused with a traceback; a duplicate it unpacked (the second won).
+# Members the tarfile data filter refused with a traceback.  The absolute name was refused before too (the
+# filter unpacked it as tmp/..., then "tmp: not a file the session writes"); it stays to hold the name check.
 MEMBER_CASES = [
     ("symbolic-link", member("kernels_tests.log", tarfile.SYMTYPE, linkname="/etc/passwd"), ["symbolic link"]),
     ("hard-link", member("kernels_tests.log", tarfile.LNKTYPE, linkname="../../etc/passwd"), ["hard link"]),
