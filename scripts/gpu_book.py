@@ -302,6 +302,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MACHINE_PATH = re.compile(r"file://(?!<repo>)|(?<![\w.~>\-])/(tmp|root|work|home|opt|usr|Users|var|mnt|srv|private"
                           r"|scratch)/"
                           r"|\b[A-Za-z]:\\(Users|home)\\")
+# Embedded binary data (an image's base64, whole or in a data: URI) is not text: "/tmp/" can occur in it by chance.
+BASE64 = re.compile(r"data:[\w/+.\-]*;base64,[A-Za-z0-9+/=\n]*|^[A-Za-z0-9+/=\n]{256,}$")
 ACTIVE = re.compile(r"<\s*script\b|javascript\s*:|<\s*(iframe|object|embed)\b", re.I)  # anywhere
 HANDLER = re.compile(r"<[^<>]*\son[a-z]+\s*=", re.I)  # an event handler attribute, in HTML and SVG
 SCRIPT_MIMES = ("application/javascript", "text/javascript", "application/x-javascript")
@@ -389,6 +391,7 @@ def machine_paths(value) -> list[str]:
     """The absolute machine paths found in the strings of ``value`` (each with a little context), sorted."""
     hits = set()
     for s in _strings(value):
+        s = BASE64.sub("", s)
         for m in MACHINE_PATH.finditer(s):
             hits.add(s[m.start(): m.start() + 40].split("\n")[0])
     return sorted(hits)

@@ -407,6 +407,15 @@ def test_machine_path_scan_leaves_relative_paths_and_urls_alone(text):
     assert gpu_book.machine_paths({"outputs": [text], text: 1}) == []
 
 
+def test_machine_path_scan_skips_base64_data_where_a_path_can_occur_by_chance():
+    """An image's base64 (an output's image/png, a data: URI in an SVG) may hold "+/tmp/" by chance; a path
+    beside it is still found."""
+    blob = "iVBORw0KGgo" + "A" * 300 + "+/tmp/" + "B" * 300
+    svg = f'<svg><image xlink:href="data:image/png;base64,{blob}"/></svg>'
+    assert gpu_book.machine_paths({"image/png": blob, "image/svg+xml": svg}) == []
+    assert gpu_book.machine_paths([svg + " /home/alice/x.py"]) == ["/home/alice/x.py"]
+
+
 def test_book_import_refuses_a_symbolic_link_member_in_one_line(tmp_path, capsys):
     """Before: the data filter's AbsoluteLinkError as a traceback."""
     files = gt.book_files()
