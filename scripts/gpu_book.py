@@ -17,10 +17,15 @@ and ``provenance.json`` (device, driver, versions, commit, date, and each notebo
 time).  Absolute paths of the machine (the tree, the wheel site) are replaced by ``<repo>`` and ``<site>``
 in what is packed.
 
-``import`` checks a tarball (gpu profile, every notebook of ``notebooks/`` present and executed without
-error, provenance complete, no absolute machine path left) and replaces ``--dest`` with its notebooks,
-results and provenance, so that ``make book PROFILE=gpu`` renders them on a machine without a GPU.
-Exit status 2 and one line per problem when it refuses.
+``import`` checks a tarball before it writes anything: its members are exactly those a run packs, each
+within its size limit (read from the member headers, before any data is unpacked); ``provenance.json``
+is of the gpu profile, a known GPU and its driver, a commit of this repository's history, ISO dates,
+finite positive wall times and the version of every package that executed the book, and names every
+notebook of ``notebooks/`` (and no other) as run ok; each executed notebook is a valid notebook (nbformat)
+without an error output or a failed cell and without script in what the page renders; no JSON holds a
+non-finite number or an absolute machine path.  Then it replaces ``--dest`` with the notebooks, results
+and provenance (staged beside it and renamed into place), so that ``make book PROFILE=gpu`` renders them
+on a machine without a GPU.  Exit status 2 and one line per problem when it refuses.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))  # gpu_intake
 LAST = "99_reproducibility"
 IMPORTS = ("papermill", "jupytext", "ipykernel", "nbclient", "nbformat", "jupyter_client", "numpy", "scipy",
            "pandas", "matplotlib", "seaborn", "yaml", "torch", "transformers", "critscale", "critscale.bookbuild")
@@ -50,7 +56,6 @@ VERSIONS = ("torch", "triton", "transformers", "numpy", "scipy", "pandas", "matp
 ESTIMATE = re.compile(r"^#\s*gpu-book:\s*about\s+(\d+)\s*s", re.M)
 TAR_LIMIT = 15 * 2**20  # the GPU machine returns files of at most 16 MiB
 DEADLINE_RESERVE_S = 45  # after the chapters: 99_reproducibility and the packing
-MACHINE_PATHS = ("/tmp/", "/root/", "/work/", "/home/", "/opt/", "/usr/")
 
 
 class Refused(ValueError):
@@ -283,56 +288,270 @@ def run(args) -> int:
 # ----------------------------------------------------------------------------------------------
 
 REQUIRED_PROVENANCE = ("profile", "device", "driver", "versions", "commit", "date_utc", "wall_time_s", "notebooks")
+BOOK_VERSIONS = ("python", *VERSIONS)  # what executed the notebooks: each must have a version
+DRIVER_VERSION = re.compile(r"^\d+(\.\d+)+$")  # nvidia-smi's driver_version, e.g. "580.159.04"
+MiB = 2**20
+BOOK_LIMITS = {"provenance.json": 1 * MiB, "executed": 32 * MiB, "results": 8 * MiB, "logs": 4 * MiB,
+               "figures": 8 * MiB}
+BOOK_TOTAL = 192 * MiB  # the tarball is at most TAR_LIMIT packed; notebooks and JSON compress a few times
+FIGURE = re.compile(r"^results/figures/(?P<nb>[^/]+)/[A-Za-z0-9_.\-]+\.(png|svg)$")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# A machine's absolute path in a string: a file:// URL (but for the tree, scrubbed to file://<repo>), a path
+# under a folder of the machine's own (after a character that cannot end a relative path's component), or
+# a Windows user folder.
+MACHINE_PATH = re.compile(r"file://(?!<repo>)|(?<![\w.~>\-])/(tmp|root|work|home|opt|usr|Users|var|mnt|srv|private"
+                          r"|scratch)/"
+                          r"|\b[A-Za-z]:\\(Users|home)\\")
+# Embedded binary data (an image's base64, whole or in a data: URI) is not text: "/tmp/" can occur in it by chance.
+BASE64 = re.compile(r"data:[\w/+.\-]*;base64,[A-Za-z0-9+/=\n]*|^[A-Za-z0-9+/=\n]{256,}$")
+ACTIVE = re.compile(r"<\s*script\b|javascript\s*:|<\s*(iframe|object|embed)\b", re.I)  # anywhere
+HANDLER = re.compile(r"<[^<>]*\son[a-z]+\s*=", re.I)  # an event handler attribute, in HTML and SVG
+SCRIPT_MIMES = ("application/javascript", "text/javascript", "application/x-javascript")
+GLUE_PREFIX = "application/papermill.record/"  # critscale.pagedata's glue: the mime type follows
 
 
-def check_staged(stage: Path, profile: str) -> dict:
-    """The provenance of an unpacked tarball; :class:`Refused` with every problem found."""
+def book_names() -> list[str]:
+    return sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
+
+
+def book_layout(names: list[str]):
+    """What a book tarball may hold: each notebook's executed copy (required), results, figures and log."""
+    from gpu_intake import Layout
+
+    known = set(names)
+
+    def limit(member: str) -> int | None:
+        if member == "provenance.json":
+            return BOOK_LIMITS[member]
+        figure = FIGURE.match(member)
+        if figure:
+            return BOOK_LIMITS["figures"] if figure["nb"] in known else None
+        for sub, suffix in (("executed", ".ipynb"), ("results", ".json"), ("logs", ".log")):
+            folder, _, file = member.partition("/")
+            if folder == sub and file.endswith(suffix) and file[: -len(suffix)] in known:
+                return BOOK_LIMITS[sub]
+        return None
+
+    folders = {"executed", "results", "logs", "results/figures", *(f"results/figures/{nb}" for nb in names)}
+    required = {"provenance.json", *(f"executed/{nb}.ipynb" for nb in names)}
+    return Layout(limit=limit, folders=frozenset(folders), required=frozenset(required), total=BOOK_TOTAL,
+                  packed=16 * MiB, members=4000)
+
+
+def check_provenance(prov: dict, profile: str, names: list[str]) -> list[str]:
+    """Problems of the book's ``provenance.json``: every field present and of a value that checks out."""
+    from critscale.gpu_records import GpuRecordError, validate_provenance
+
+    lacking = [k for k in REQUIRED_PROVENANCE if k not in prov]
+    if lacking:
+        return [f"provenance.json lacks {', '.join(lacking)}"]
     problems = []
-    prov_path = stage / "provenance.json"
-    if not prov_path.exists():
-        raise Refused("provenance.json is missing")
-    prov = json.loads(prov_path.read_text())
-    problems += [f"provenance.json lacks {k}" for k in REQUIRED_PROVENANCE if k not in prov]
-    if prov.get("profile") != profile:
-        problems.append(f"profile is {prov.get('profile')!r}, expected {profile!r}")
-    for nb in sorted(p.stem for p in (ROOT / "notebooks").glob("*.md")):
-        status = prov.get("notebooks", {}).get(nb, {}).get("status")
+    if prov["profile"] != profile:
+        problems.append(f"provenance.json: profile is {prov['profile']!r}, expected {profile!r}")
+    try:
+        validate_provenance(prov, "provenance.json", versions_required=BOOK_VERSIONS, full_history=True)
+    except GpuRecordError as err:
+        problems.append(str(err))
+    if not isinstance(prov["driver"], str) or not DRIVER_VERSION.match(prov["driver"]):
+        problems.append(f"provenance.json: driver is {prov['driver']!r}, not an NVIDIA driver version")
+    if prov.get("imports_not_checked", []) != []:
+        problems.append(f"provenance.json: imports_not_checked is {prov['imports_not_checked']!r}: "
+                        "the run did not check that everything imports")
+    runs = prov["notebooks"]
+    if not isinstance(runs, dict):
+        return problems + [f"provenance.json: notebooks is {type(runs).__name__}, not a mapping"]
+    problems += [f"provenance.json: names notebook {nb!r}, which the book does not have"
+                 for nb in sorted(set(runs) - set(names))]
+    for nb in names:
+        run = runs.get(nb)
+        status = run.get("status") if isinstance(run, dict) else None
+        seconds = run.get("seconds") if isinstance(run, dict) else None
         if status != "ok":
             problems.append(f"{nb}: {status or 'not executed'}")
-        elif not (stage / "executed" / f"{nb}.ipynb").exists():
-            problems.append(f"{nb}: executed/{nb}.ipynb is missing")
-    for f in sorted(stage.rglob("*")):
-        if f.suffix in (".ipynb", ".json"):
-            text = f.read_text()
-            hits = sorted({p for p in MACHINE_PATHS if f'"{p}' in text or f" {p}" in text or f"'{p}" in text})
-            if hits:
-                problems.append(f"{f.relative_to(stage)}: absolute machine paths ({', '.join(hits)})")
+        elif isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
+            problems.append(f"provenance.json: {nb} ran for {seconds!r}, not a finite positive number of seconds")
+    return problems
+
+
+def _strings(value):
+    """Every string of a parsed JSON value, keys included (without recursion: any depth that parsed)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def machine_paths(value) -> list[str]:
+    """The absolute machine paths found in the strings of ``value`` (each with a little context), sorted."""
+    hits = set()
+    for s in _strings(value):
+        s = BASE64.sub("", s)
+        for m in MACHINE_PATH.finditer(s):
+            hits.add(s[m.start(): m.start() + 40].split("\n")[0])
+    return sorted(hits)
+
+
+def _joined(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def check_output(where: str, output: dict) -> list[str]:
+    """Problems of one cell output: an error, or active content (script) in what the page renders."""
+    if output.get("output_type") == "error":
+        return [f"{where} has an error output ({output.get('ename')}: {str(output.get('evalue'))[:120]})"]
+    problems = []
+    for key, value in (output.get("data") or {}).items():
+        mime = key[len(GLUE_PREFIX):] if key.startswith(GLUE_PREFIX) else key
+        body = _joined(value)
+        if mime in SCRIPT_MIMES:
+            problems.append(f"{where} has a {key} output (script is not imported)")
+        elif mime in ("text/html", "image/svg+xml", "text/markdown"):
+            found = ACTIVE.search(body) or (HANDLER.search(body) if mime != "text/markdown" else None)
+            if found:
+                problems.append(f"{where}: its {key} output holds {found.group(0)[-40:]!r} (script is not imported)")
+    return problems
+
+
+def check_notebook(member: str, data: bytes) -> list[str]:
+    """Problems of an executed notebook: not a valid notebook, an error or failed cell, active content."""
+    import warnings
+
+    import nbformat
+
+    from gpu_intake import IntakeError, strict_json
+
+    try:
+        raw = strict_json(data, member)
+    except IntakeError as err:
+        return [str(err)]
+    if raw.get("nbformat") != 4:
+        return [f"{member}: not a version-4 notebook (nbformat {raw.get('nbformat')!r})"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            nb = nbformat.from_dict(raw)
+            nbformat.validate(nb)
+        except nbformat.ValidationError as err:
+            return [f"{member}: not a valid notebook ({str(err.message)[:160]})"]
+        except Exception as err:  # nbformat's reader on a malformed structure
+            return [f"{member}: not a valid notebook ({type(err).__name__}: {str(err)[:160]})"]
+    problems = []
+    if (nb.metadata.get("papermill") or {}).get("exception"):
+        problems.append(f"{member}: papermill records an exception in the run")
+    for i, cell in enumerate(nb.cells):
+        where = f"{member}: cell {i}"
+        if cell.cell_type != "code":
+            found = ACTIVE.search(_joined(cell.source))
+            if found:
+                problems.append(f"{where} ({cell.cell_type}) holds {found.group(0)[-40:]!r} (script is not imported)")
+            continue
+        run = cell.metadata.get("papermill") or {}
+        if run.get("exception") or run.get("status") == "failed":
+            problems.append(f"{where} failed (papermill status {run.get('status')!r})")
+        for output in cell.get("outputs", []):
+            problems += check_output(where, output)
+    hits = machine_paths(raw)
+    if hits:
+        problems.append(f"{member}: absolute machine paths ({'; '.join(repr(h) for h in hits[:3])})")
+    return problems[:5]
+
+
+def check_member(member: str, data: bytes) -> list[str]:
+    """Problems of one member of the book tarball other than a notebook and the provenance."""
+    from gpu_intake import IntakeError, strict_json, text
+
+    try:
+        if member.endswith(".png"):
+            return [] if data.startswith(PNG_MAGIC) else [f"{member}: not a PNG image"]
+        if member.endswith((".svg", ".log")):
+            body = text(data, member)
+            found = (ACTIVE.search(body) or HANDLER.search(body)) if member.endswith(".svg") else None
+            return [f"{member}: holds {found.group(0)[-40:]!r} (script is not imported)"] if found else []
+        value = strict_json(data, member)
+    except IntakeError as err:
+        return [str(err)]
+    nb = Path(member).stem
+    if value.get("notebook", nb) != nb:
+        return [f"{member}: the results of notebook {value.get('notebook')!r}, not of {nb}"]
+    hits = machine_paths(value)
+    return [f"{member}: absolute machine paths ({'; '.join(repr(h) for h in hits[:3])})"] if hits else []
+
+
+def check_book(files: dict[str, bytes], profile: str) -> list[str]:
+    """Problems of a book tarball's files (empty when they may be imported)."""
+    from gpu_intake import IntakeError, strict_json
+
+    names = book_names()
+    try:
+        prov = strict_json(files["provenance.json"], "provenance.json")
+        problems = check_provenance(prov, profile, names)
+        hits = machine_paths(prov)
+        if hits:
+            problems.append(f"provenance.json: absolute machine paths ({'; '.join(repr(h) for h in hits[:3])})")
+    except IntakeError as err:
+        problems = [str(err)]
+    for member in sorted(files):
+        if member.endswith(".ipynb"):
+            problems += check_notebook(member, files[member])
+        elif member != "provenance.json":
+            problems += check_member(member, files[member])
+    return problems
+
+
+def read_book(tarball: Path, profile: str) -> dict[str, bytes]:
+    """The checked files of a book tarball; ``gpu_intake.IntakeError`` with one line per problem otherwise."""
+    from gpu_intake import IntakeError, read_tarball
+
+    files = read_tarball(tarball, book_layout(book_names()))
+    problems = check_book(files, profile)
     if problems:
-        raise Refused("\n".join(problems))
-    return prov
+        raise IntakeError("\n".join(f"{tarball.name}: {p}" for p in problems))
+    return files
+
+
+def stage_book(files: dict[str, bytes], folder: Path) -> None:
+    """Write what the book import keeps (executed notebooks, results, provenance) into a new ``folder``."""
+    (folder / "executed").mkdir(parents=True)
+    (folder / "results").mkdir()
+    for member, data in sorted(files.items()):
+        top = member.split("/")[0]
+        if member == "provenance.json" or (top in ("executed", "results") and member.count("/") == 1):
+            (folder / member).write_bytes(data)
+
+
+def imported_line(files: dict[str, bytes], dest: Path) -> str:
+    prov = json.loads(files["provenance.json"])
+    where = dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest
+    return (f"gpu_book import: {len(prov['notebooks'])} notebooks of commit {prov['commit']} ({prov['device']}, "
+            f"{prov['date_utc']}) in {where}")
 
 
 def import_tarball(args) -> int:
+    from gpu_intake import IntakeError, remove, staging_folder, swap_in
+
     dest = (ROOT / args.dest).resolve() if not Path(args.dest).is_absolute() else Path(args.dest)
-    with tempfile.TemporaryDirectory() as tmp:
-        stage = Path(tmp)
-        with tarfile.open(args.tarball, "r:gz") as tar:
-            tar.extractall(stage, filter="data")
-        try:
-            prov = check_staged(stage, args.profile)
-        except Refused as exc:
-            print(f"gpu_book import: refusing {args.tarball}:\n{exc}", file=sys.stderr)
-            return 2
-        shutil.rmtree(dest, ignore_errors=True)  # one run only: nothing of an earlier import is kept
-        (dest / "executed").mkdir(parents=True)
-        (dest / "results").mkdir()
-        for f in sorted((stage / "executed").glob("*.ipynb")):
-            shutil.copy2(f, dest / "executed" / f.name)
-        for f in sorted((stage / "results").glob("*.json")):
-            shutil.copy2(f, dest / "results" / f.name)
-        shutil.copy2(stage / "provenance.json", dest / "provenance.json")
-    print(f"gpu_book import: {len(prov['notebooks'])} notebooks of commit {prov['commit']} ({prov['device']}, "
-          f"{prov['date_utc']}) in {dest.relative_to(ROOT) if dest.is_relative_to(ROOT) else dest}")
+    try:
+        files = read_book(Path(args.tarball), args.profile)
+    except IntakeError as err:
+        print("\n".join(f"gpu_book import: refusing {line}" for line in str(err).splitlines()), file=sys.stderr)
+        return 2
+    try:
+        stage = staging_folder(dest)
+        try:  # one run only: nothing of an earlier import is kept
+            stage_book(files, stage / "book")
+            swap_in([(stage / "book", dest)], stage / ".replaced")
+        finally:
+            remove(stage)
+    except OSError as err:
+        print(f"gpu_book import: nothing imported: cannot write beside {dest} ({err})", file=sys.stderr)
+        return 1
+    print(imported_line(files, dest))
     return 0
 
 

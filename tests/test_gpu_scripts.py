@@ -103,6 +103,37 @@ def test_smoke_writes_the_files_the_chapters_read(smoke):
     assert run["parts"]["bench"]["status"] == "done" and run["parts"]["mc"]["status"] == "done"
 
 
+def test_smoke_files_pass_the_import_and_a_changed_csv_value_does_not(smoke, tmp_path, capsys):
+    """The import's CSV check holds the suite's real files (pandas' numbers of every record against their
+    JSON): the smoke run's benchmark and Monte-Carlo, given a GPU provenance, are imported; the same files
+    with one number of the benchmark CSV changed are refused (exit 2) and the destination is left alone."""
+    import gpu_import
+    import gpu_tarballs
+
+    files = gpu_tarballs.results_files()
+    for name in ("kernels_bench.json", "kernels_bench.csv", "kernels_montecarlo.json", "kernels_montecarlo.csv",
+                 "kernels_run.json"):
+        files[name] = (smoke / name).read_bytes()
+        if name.endswith(".json"):
+            gpu_tarballs.with_provenance(files, name, **gpu_tarballs.provenance())
+    header, first, *rest = files["kernels_bench.csv"].decode().splitlines(keepends=True)
+    col = header.rstrip("\n").split(",").index("first_call_s")
+    cells = first.split(",")
+    cells[col] = repr(float(cells[col]) * 1.5)
+    changed = header + ",".join(cells) + "".join(rest)
+    for case, csv_text in (("ok", files["kernels_bench.csv"]), ("changed", changed.encode())):
+        folder = tmp_path / case
+        gpu_tarballs.pack({**files, "kernels_bench.csv": csv_text}, folder / "session" / "gpu_results.tar.gz")
+        rc = gpu_import.main([str(folder / "session"), "--dest", str(folder / "dest")])
+        err = capsys.readouterr().err
+        if case == "ok":
+            assert rc == 0, err
+            assert (folder / "dest" / "kernels_bench.csv").read_bytes() == files["kernels_bench.csv"]
+        else:
+            assert rc == 2 and "kernels_bench.csv: line 2, column first_call_s" in err, err
+            assert not (folder / "dest").exists()
+
+
 def test_smoke_bench_times_every_kernel_point_before_any_baseline(smoke):
     """A time budget drops the least important work: every kernel record comes before the first baseline,
     and the autotuned compile (minutes of compilation) comes last; a loop that timed point by point again,
@@ -278,24 +309,23 @@ def test_make_renders_the_gpu_profile_from_recorded_notebooks_without_a_gpu():
                                                                 "GPU_BOOK=execute", "-B")
 
 
-def _staged_book(tmp_path: Path, *, drop: str | None = None, status: str = "ok", text: str = "{}") -> Path:
-    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
-    stage = tmp_path / "stage"
-    (stage / "executed").mkdir(parents=True)
-    (stage / "results").mkdir()
-    for nb in names:
-        if nb != drop:
-            (stage / "executed" / f"{nb}.ipynb").write_text(text)
-            (stage / "results" / f"{nb}.json").write_text("{}")
-    prov = {"profile": "gpu", "device": "NVIDIA H200", "driver": "580", "versions": {}, "commit": "abc",
-            "date_utc": "2026-12-01T00:00:00Z", "wall_time_s": 300.0,
-            "notebooks": {nb: {"status": status if nb == names[0] else "ok", "seconds": 1.0} for nb in names}}
-    (stage / "provenance.json").write_text(json.dumps(prov))
-    tar_path = tmp_path / "gpu_book.tar.gz"
-    with tarfile.open(tar_path, "w:gz") as tar:
-        for item in stage.iterdir():
-            tar.add(item, arcname=item.name)
-    return tar_path
+def _staged_book(tmp_path: Path, *, drop: str | None = None, status: str = "ok", output: str | None = None) -> Path:
+    """A valid book tarball (tests/gpu_tarballs.py) without notebook ``drop``, with the first notebook's
+    status ``status`` and a stream output ``output`` in every notebook."""
+    import gpu_tarballs
+
+    files = gpu_tarballs.book_files()
+    names = gpu_tarballs.book_names()
+    if drop:
+        del files[f"executed/{drop}.ipynb"]
+    if output:
+        from nbformat import v4
+
+        for nb in names:
+            files[f"executed/{nb}.ipynb"] = gpu_tarballs.notebook(nb, [v4.new_output("stream", name="stderr",
+                                                                                      text=output)])
+    gpu_tarballs.edit_json(files, "provenance.json", lambda p: p["notebooks"][names[0]].update(status=status))
+    return gpu_tarballs.pack(files, tmp_path / "gpu_book.tar.gz")
 
 
 @pytest.mark.parametrize("case", ["ok", "missing", "failed", "machine-path"])
@@ -303,7 +333,7 @@ def test_gpu_book_import_refuses_incomplete_runs(tmp_path, case):
     """The import takes a complete, successful gpu run only: a missing notebook, a failed one or an
     absolute machine path in a notebook makes it refuse (exit 2) and leave the destination alone."""
     kwargs = {"missing": {"drop": "05_ladder"}, "failed": {"status": "failed (exit 1)"},
-              "machine-path": {"text": '{"x": "/root/repo/src/critscale/a.py"}'}}.get(case, {})
+              "machine-path": {"output": "see /root/repo/src/critscale/a.py"}}.get(case, {})
     tar_path = _staged_book(tmp_path, **kwargs)
     dest = tmp_path / "dest"
     dest.mkdir()
@@ -382,20 +412,14 @@ def test_session_refuses_a_commit_that_is_not_a_sha(tmp_path):
 
 
 def _results_tarball(tmp_path: Path, bench_schema, generator) -> Path:
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    prov = {"device": "NVIDIA H200", "driver": "580", "versions": {"torch": "2.11.0"}, "commit": head,
-            "date_utc": "2026-11-30T00:56:40Z", "wall_time_s": 1.0}
-    stage = tmp_path / "stage"
-    stage.mkdir()
-    (stage / "kernels_bench.json").write_text(json.dumps({"schema": bench_schema, "records": [], "provenance": prov}))
-    (stage / "kernels_montecarlo.json").write_text(json.dumps({"setup": {"generator_version": generator},
-                                                               "results": [], "provenance": prov}))
+    """A session folder with a valid results tarball (tests/gpu_tarballs.py) of benchmark schema
+    ``bench_schema`` and Monte-Carlo generator version ``generator``."""
+    import gpu_tarballs
+
+    files = gpu_tarballs.results_files(generator)
+    gpu_tarballs.edit_json(files, "kernels_bench.json", lambda d: d.update(schema=bench_schema))
     folder = tmp_path / "session"
-    folder.mkdir()
-    with tarfile.open(folder / "gpu_results.tar.gz", "w:gz") as tar:
-        for item in stage.iterdir():
-            tar.add(item, arcname=item.name)
+    gpu_tarballs.pack(files, folder / "gpu_results.tar.gz")
     return folder
 
 

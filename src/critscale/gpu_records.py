@@ -1,15 +1,18 @@
 """Results that only a GPU can produce, committed as small data files under ``results/gpu/``.
 
 Each file is JSON with a ``provenance`` block (device, driver, versions, commit, date,
-wall time).  ``load`` validates that block against ``PROVENANCE_SCHEMA`` before any page
-shows a number from it, and ``show_gpu_record_note`` labels the result on the page, so
-that no reader mistakes a recorded GPU number for one computed by the page.
+wall time).  ``load`` parses the file strictly (``loads``: no ``Infinity`` or ``NaN``) and
+checks the values of that block (``validate_provenance``) before any page shows a number
+from it, and ``show_gpu_record_note`` labels the result on the page, so that no reader
+mistakes a recorded GPU number for one computed by the page.  The imports of a GPU
+session (``scripts/gpu_import.py``, ``scripts/gpu_book.py import``) use the same checks.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 import subprocess
 from numbers import Real
@@ -26,6 +29,10 @@ KNOWN_GPU = re.compile(
 # "2026-11-30T00:56:41Z" (ISO 8601) or "2026-11-30 00:37 UTC" (critscale.provenance)
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?(Z| UTC)?)?$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+# "2.11.0+cu130", "3.12.3", "2.5.2": a release number, not "not installed" or "".
+VERSION = re.compile(r"^\d+(\.\d+)*([a-z0-9.+\-]*)$", re.I)
+# What every recorded GPU result was computed with (its provenance names each version).
+REQUIRED_VERSIONS = ("python", "torch", "triton", "numpy")
 
 
 class GpuRecordError(ValueError):
@@ -61,15 +68,52 @@ def commit_in_history(commit: str, root: Path | None = None) -> bool | None:
     return found.returncode == 0
 
 
-def validate(data: dict, name: str = "<record>") -> None:
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(constant: str):
+    raise _NonFinite(constant)
+
+
+def loads(text: str | bytes, name: str = "<record>"):
+    """Parse UTF-8 JSON strictly (``Infinity``, ``-Infinity``, ``NaN`` refused); ``GpuRecordError`` naming ``name``."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        return json.loads(text, parse_constant=_refuse_constant)
+    except UnicodeDecodeError as err:
+        raise GpuRecordError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except _NonFinite as err:
+        raise GpuRecordError(f"{name}: holds the number {err}, which is not finite (JSON has no such number)") from None
+    except json.JSONDecodeError as err:
+        raise GpuRecordError(f"{name}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise GpuRecordError(f"{name}: not valid JSON (nested too deeply)") from None
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of a recorded file; ``GpuRecordError`` when it cannot be read (a folder, no permission)."""
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise GpuRecordError(f"results/gpu/{path.name}: cannot be read ({err.strerror})") from None
+
+
+def _finite_positive(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value) and value > 0
+
+
+def validate_provenance(prov, name: str = "<record>", *, versions_required: tuple[str, ...] = REQUIRED_VERSIONS,
+                        full_history: bool = False) -> None:
     """Raise ``GpuRecordError`` naming the first provenance field that is missing or wrong.
 
-    Fields: ``device`` a known GPU name (``KNOWN_GPU``), ``date_utc`` an ISO date not in
+    Fields: ``device`` a known GPU name (``KNOWN_GPU``), ``date_utc`` a valid ISO date not in
     the future, ``commit`` a hexadecimal sha that is an ancestor of HEAD (checked when the
-    repository's full history is present), ``versions`` a mapping that names torch, and
-    ``wall_time_s`` a non-negative number.
+    repository's full history is present; required to be checkable with ``full_history``),
+    ``versions`` a mapping that names every package of ``versions_required`` with a version,
+    and ``wall_time_s`` a finite positive number of seconds.
     """
-    prov = data.get("provenance") if isinstance(data, dict) else None
     if not isinstance(prov, dict):
         raise GpuRecordError(f"{name}: no 'provenance' block")
 
@@ -85,19 +129,45 @@ def validate(data: dict, name: str = "<record>") -> None:
     date = prov["date_utc"]
     if not isinstance(date, str) or not ISO_DATE.match(date):
         fail("date_utc", f"is {date!r}, not an ISO date such as '2026-11-30T00:56:41Z'")
-    if _parse_date(date) > dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1):
+    try:
+        when = _parse_date(date)
+    except ValueError:
+        fail("date_utc", f"is {date!r}, not a date of the calendar")
+    if when > dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1):
         fail("date_utc", f"is {date!r}, in the future")
     commit = prov["commit"]
     if not isinstance(commit, str) or not COMMIT.match(commit):
         fail("commit", f"is {commit!r}, not a git commit sha")
-    if commit_in_history(commit) is False:
+    found = commit_in_history(commit)
+    if found is False:
         fail("commit", f"is {commit!r}, not in this repository's history")
+    if found is None and full_history:
+        fail("commit", f"is {commit!r} and cannot be checked: this checkout has no full git history")
     versions = prov["versions"]
-    if not isinstance(versions, dict) or not versions.get("torch"):
-        fail("versions", f"is {versions!r}, not a mapping that names the torch version")
+    lacking = [k for k in versions_required if not _is_version(versions.get(k))] if isinstance(versions, dict) \
+        else list(versions_required)
+    if not isinstance(versions, dict) or lacking:
+        fail("versions", f"is {_short(versions)}, not a mapping that names the version of {', '.join(lacking)}")
     wall = prov["wall_time_s"]
-    if isinstance(wall, bool) or not isinstance(wall, Real) or not wall >= 0:
-        fail("wall_time_s", f"is {wall!r}, not a non-negative number of seconds")
+    if not _finite_positive(wall):
+        fail("wall_time_s", f"is {wall!r}, not a finite positive number of seconds")
+
+
+def _is_version(value) -> bool:
+    return isinstance(value, str) and bool(VERSION.match(value))
+
+
+def _short(value, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def validate(data: dict, name: str = "<record>", *, full_history: bool = False) -> None:
+    """Raise ``GpuRecordError`` when ``data`` is not a JSON object whose ``provenance`` block passes
+    :func:`validate_provenance`."""
+    if not isinstance(data, dict):
+        raise GpuRecordError(f"{name}: a JSON {type(data).__name__}, not an object with a 'provenance' block")
+    validate_provenance(data.get("provenance"), name, full_history=full_history)
 
 
 def load(name: str) -> dict | None:
@@ -108,10 +178,7 @@ def load(name: str) -> dict | None:
     path = gpu_results_dir() / f"{name}.json"
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (ValueError, OSError) as err:  # invalid JSON or UTF-8, or not a readable file
-        raise GpuRecordError(f"results/gpu/{path.name}: not valid JSON ({err})") from None
+    data = loads(_read(path), f"results/gpu/{path.name}")
     validate(data, f"results/gpu/{path.name}")
     return data
 
@@ -121,11 +188,7 @@ def validate_all(folder: Path | None = None) -> list[str]:
     folder = folder or gpu_results_dir()
     names = []
     for path in sorted(folder.glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (ValueError, OSError) as err:  # invalid JSON or UTF-8, or not a readable file
-            raise GpuRecordError(f"results/gpu/{path.name}: not valid JSON ({err})") from None
-        validate(data, f"results/gpu/{path.name}")
+        validate(loads(_read(path), f"results/gpu/{path.name}"), f"results/gpu/{path.name}")
         names.append(path.name)
     return names
 
