@@ -321,7 +321,7 @@ def test_command_line_errors_are_one_line_without_the_usage_block(argv, capsys):
     ("params", None, "params/ci/x.yaml: cannot be read (IsADirectoryError"),
     ("params", b"rows: [\n", "params/ci/x.yaml: not valid YAML"),
     ("source", b"\xff", "notebooks/x.md: cannot be read (UnicodeDecodeError"),
-    ("gpu", b"\xff", "results/gpu/a.json: not valid JSON"),
+    ("gpu", b"\xff", "results/gpu/a.json: not UTF-8 text"),
 ])
 def test_unreadable_input_files_are_refused_in_one_line(tmp_path, monkeypatch, capsys, what, bad, fragment):
     """A parameter file in invalid UTF-8 or a folder, a notebook source in invalid UTF-8 and a GPU record in
