@@ -79,10 +79,11 @@ def verify(directory: Path, record_name: str) -> tuple[dict | None, str | None]:
         return None, problem
     listed = record[FILES]
     present = {f.name: f for f in directory.iterdir() if f.name != record_name}
-    for name in sorted(set(listed) - set(present)):
-        return None, f"lacks {name}, which its record lists"
-    for name in sorted(set(present) - set(listed)):
-        return None, f"holds {name}, which its record does not list"
+    missing, extra = sorted(set(listed) - set(present)), sorted(set(present) - set(listed))
+    if missing:
+        return None, f"lacks {missing[0]}, which its record lists"
+    if extra:
+        return None, f"holds {extra[0]}, which its record does not list"
     for name, f in sorted(present.items()):
         if not f.is_file() or f.is_symlink():
             return None, f"holds {name}, which is not a plain file"
