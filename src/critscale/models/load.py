@@ -13,9 +13,13 @@ which places the layers with ``accelerate``.
 
 Weights are read from safetensors only.  A checkpoint that holds only ``pytorch_model.bin`` (a
 pickle, which can run code when read) is refused without opening it.  Every bad checkpoint ends in
-a ``ValueError`` subclass whose one line names the file and the problem: a truncated, corrupt or
-empty ``model.safetensors``, an invalid ``config.json``, a config whose sizes do not match the
+a ``ValueError`` subclass whose one line names the file and the problem: a truncated, corrupt, empty
+or unreadable ``model.safetensors``, a shard named outside the model directory, an invalid
+``config.json``, a config whose sizes are not positive, inconsistent or larger than this machine can
+hold (:mod:`.model_size`, checked before the model is built), a config whose sizes do not match the
 weights (missing, unexpected or differently shaped tensors), non-finite weights, a missing tokenizer.
+A GGUF model is read from its verified float32 copy, which :attr:`LoadedModel.read_from` names with
+the hash of each file for the run record.
 """
 
 from __future__ import annotations
