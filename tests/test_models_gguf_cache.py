@@ -205,3 +205,31 @@ def test_load_model_reads_the_verified_copy(tmp_path, monkeypatch, gguf_file, fa
     assert loaded.kind == "gguf" and loaded.n_layers == 1
     assert {f["file"] for f in loaded.record_fields()["read_from"]["files"]} >= {"model.safetensors", "config.json"}
     assert "F32 GGUF, dequantised to float32 (tensors: 2 F32)" in loaded.describe()
+
+
+@pytest.mark.slow  # transformers' GGUF configuration reader: several seconds of imports
+def test_gguf_metadata_of_a_million_layers_is_refused_before_the_model_is_built(tmp_path):
+    """transformers builds the model its metadata declares (the old loader spent hours building a million layers);
+    the real dequantiser reads the configuration first and refuses it in one line naming the file and the field."""
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "deep.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(10 ** 6)
+    writer.add_context_length(64)
+    writer.add_embedding_length(16)
+    writer.add_feed_forward_length(32)
+    writer.add_head_count(2)
+    writer.add_head_count_kv(1)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(256)
+    writer.add_tensor("token_embd.weight", np.ones((256, 16), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(InvalidCheckpointError, match=r"GGUF file .*deep.gguf \(its metadata\): num_hidden_layers "
+                                                     r"1000000 is more layers than the loader builds"):
+        dequantised_directory(path, tmp_path / "cache")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [], "the staging folder is removed"
