@@ -233,3 +233,18 @@ def test_gguf_metadata_of_a_million_layers_is_refused_before_the_model_is_built(
                                                      r"1000000 is more layers than the loader builds"):
         dequantised_directory(path, tmp_path / "cache")
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [], "the staging folder is removed"
+
+
+def test_a_concurrent_builder_that_finished_first_is_kept(tmp_path, gguf_file, fake):
+    """While this build runs, another one installs a valid copy: it is kept, this staging folder removed."""
+    root = tmp_path / "cache"
+    other = FakeDequantiser()
+
+    def racing(path, staging):
+        dequantised_directory(path, root, build=other)  # the other builder, finishing first
+        fake(path, staging)
+
+    directory, record = dequantised_directory(gguf_file, root, build=racing)
+    assert other.calls == 1 and fake.calls == 1
+    assert [p.name for p in root.iterdir()] == [directory.name]
+    assert dequantised_directory(gguf_file, root, build=fake)[1]["cached"]
