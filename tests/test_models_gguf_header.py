@@ -123,3 +123,19 @@ def test_truncated_data_through_the_loader(tmp_path):
     cut.write_bytes(whole[:-8])
     with pytest.raises(InvalidCheckpointError, match=r"tensor 'output_norm.weight' needs data up to byte"):
         load_model(cut, gguf_cache=tmp_path / "cache")
+
+
+def test_an_unreadable_gguf_file_gives_the_real_reason(tmp_path, monkeypatch):
+    """Simulated (root reads every file whatever its mode): the old loader's PermissionError was a traceback."""
+    import builtins
+
+    path = _tiny_gguf(tmp_path / "tiny.gguf")
+
+    def denying_open(file, *args, **kwargs):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return builtins.open(file, *args, **kwargs)
+
+    monkeypatch.setattr("critscale.models.gguf_header.open", denying_open, raising=False)
+    with pytest.raises(InvalidCheckpointError, match=r"GGUF file .*tiny.gguf cannot be read: Permission denied"):
+        load_model(path, gguf_cache=tmp_path / "cache")

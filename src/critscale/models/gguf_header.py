@@ -165,7 +165,11 @@ def _tensor_info(cursor: _Cursor, i: int) -> tuple[str, tuple[int, ...], int, in
 def read_header(path: str | Path) -> Header:
     """The checked header of GGUF file ``path`` (see the module docstring); one line naming the file if not valid."""
     path = Path(path)
-    with open(path, "rb") as handle:
+    try:
+        handle = open(path, "rb")
+    except OSError as err:
+        raise InvalidCheckpointError(f"GGUF file {path} cannot be read: {err.strerror or err}") from err
+    with handle:
         size = handle.seek(0, 2)
         if size == 0:
             raise InvalidCheckpointError(f"GGUF file {path} is empty")

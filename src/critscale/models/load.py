@@ -33,8 +33,8 @@ from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, ch
 from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
                      one_line)
 from .families import Shape, family_named, family_of
-from .model_size import check_config_sizes, memory_limit
 from .gguf_cache import CACHE_ROOT, dequantised_directory, gguf_file_of, package_of
+from .model_size import check_config_sizes, memory_limit
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
