@@ -161,8 +161,8 @@ def test_a_cache_that_cannot_be_written_is_one_line_before_dequantising(tmp_path
 
 def test_a_model_larger_than_the_memory_is_refused_before_dequantising(tmp_path, gguf_file, fake, monkeypatch):
     monkeypatch.setattr("critscale.models.model_size.physical_memory", lambda: 100)
-    with pytest.raises(InvalidCheckpointError, match=r"GGUF file .*tiny.gguf: its 2 tensors as float32 needs about "
-                                                     r"0.0 GiB, more than this machine's 0.0 GiB of memory"):
+    with pytest.raises(InvalidCheckpointError, match=r"GGUF file .*tiny.gguf: its 2 tensors as float32: about 160 "
+                                                     r"bytes, more than this machine's 100 bytes of memory"):
         dequantised_directory(gguf_file, tmp_path / "cache", build=fake)
     assert fake.calls == 0 and not (tmp_path / "cache").exists()
 

@@ -183,10 +183,22 @@ def test_config_sizes_are_checked_before_the_model_is_built(tmp_path, field, val
 def test_memory_bound_names_the_machine_memory(tmp_path, monkeypatch):
     """The bound is this machine's memory: a 1-layer model fits in 1 GiB and not in 1 kB."""
     monkeypatch.setattr("critscale.models.model_size.physical_memory", lambda: 1000)
-    with pytest.raises(InvalidCheckpointError, match=r"needs about 0.0 GiB, more than this machine's 0.0 GiB of memory"):
+    with pytest.raises(InvalidCheckpointError, match=r"config.json: vocab_size 256 x n_embd 16 make 4,096 parameters "
+                                                     r"\(the model 7,680 at 4 bytes each\): about 30,720 "
+                                                     r"bytes, more than this machine's 1,000 bytes of memory"):
         load_model(_save_gpt2(tmp_path / "m"))
     monkeypatch.setattr("critscale.models.model_size.physical_memory", lambda: 2 ** 30)
     assert load_model(tmp_path / "m").n_layers == 1
+
+
+def test_a_device_map_adds_the_offload_disk_to_the_memory(tmp_path):
+    import shutil
+
+    from critscale.models.model_size import memory_limit, physical_memory
+
+    assert memory_limit() == (physical_memory(), "memory")
+    size, what = memory_limit("auto", tmp_path / "offload")
+    assert size >= physical_memory() + shutil.disk_usage(tmp_path).free // 2 and what.endswith("offload folder")
 
 
 def _shard_outside(path):

@@ -30,7 +30,7 @@ from .checkpoint import check_finite, check_loading_info
 from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, one_line
 from .families import family_of
 from .gguf_header import Header, read_header
-from .model_size import check_config_sizes, check_fits
+from .model_size import check_config_sizes, check_fits, readable_size
 from .verified_cache import file_sha256, install, make_staging, remove_stale, verify, write_record
 
 # PyPI package -> (import name of the folder holding one .gguf file, the version we tested)
@@ -140,8 +140,8 @@ def _check_room(path: Path, header: Header, root: Path) -> None:
         existing = existing.parent
     free = shutil.disk_usage(existing).free
     if nbytes > free:
-        raise CacheError(f"the float32 copy of GGUF file {path} needs about {nbytes / 2**30:.1f} GiB of disk and "
-                         f"{root} has {free / 2**30:.1f} GiB free")
+        raise CacheError(f"the float32 copy of GGUF file {path} needs about {readable_size(nbytes)} of disk and "
+                         f"{root} has {readable_size(free)} free")
 
 
 def _source_record(path: Path, digest: str, header: Header) -> dict:

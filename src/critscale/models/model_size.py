@@ -57,12 +57,19 @@ def bytes_per_parameter(config) -> int:
     return dtype.itemsize if isinstance(dtype, torch.dtype) else 4
 
 
+def readable_size(nbytes: int) -> str:
+    """``nbytes`` in GiB, MiB or bytes, whichever reads best."""
+    if nbytes >= GIB:
+        return f"{nbytes / GIB:,.1f} GiB"
+    return f"{nbytes / 2 ** 20:.1f} MiB" if nbytes >= 2 ** 20 else f"{nbytes:,} bytes"
+
+
 def check_fits(nbytes: int, what: str, where: str, limit: tuple[int, str] | None = None) -> None:
     """Refuse ``nbytes`` (made by ``what``) when they exceed ``limit`` (default: this machine's memory)."""
     size, kind = limit or memory_limit()
     if nbytes > size:
-        raise InvalidCheckpointError(f"{where}: {what} needs about {nbytes / GIB:,.1f} GiB, more than this "
-                                     f"machine's {size / GIB:,.1f} GiB of {kind}")
+        raise InvalidCheckpointError(f"{where}: {what}: about {readable_size(nbytes)}, more than this machine's "
+                                     f"{readable_size(size)} of {kind}")
 
 
 def check_config_sizes(family, config, where: str, limit: tuple[int, str] | None = None) -> None:
@@ -84,5 +91,5 @@ def check_config_sizes(family, config, where: str, limit: tuple[int, str] | None
     per_parameter = bytes_per_parameter(config)
     total = sum(n for _, n in terms) * per_parameter
     fields, largest = max(terms, key=lambda term: term[1])
-    check_fits(total, f"{fields} make {largest:,} parameters of {per_parameter} bytes (the model about "
-                      f"{total // per_parameter:,})", where, limit)
+    check_fits(total, f"{fields} make {largest:,} parameters (the model {total // per_parameter:,} at "
+                      f"{per_parameter} bytes each)", where, limit)
