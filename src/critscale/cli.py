@@ -176,7 +176,7 @@ def _compute(args, nulls, device: str, backend: str):
     inputs = [{"role": "text", "path": args.text, "file_bytes": os.path.getsize(args.text),
                "bytes_read": text.bytes_read, "sha256": text.sha256,
                "sha256_of": "the bytes read (the text is streamed; nothing after them was read)"},
-              describe_input("model", loaded.checkpoint)]
+              describe_input("model", loaded.checkpoint, **loaded.record_fields())]
     diag = diagnose_model(loaded, text.tokens, max_len=length, max_windows=args.max_windows, design=args.design,
                           progress=not args.no_progress, **common)
     return diag, inputs

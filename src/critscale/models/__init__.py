@@ -2,14 +2,16 @@
 
 - :mod:`.load`: load a model and its tokenizer from a hub name, a local directory or a GGUF file, offline-safe;
 - :mod:`.families`: the supported architectures (GPT-2; the Llama family: Llama, Mistral, Qwen2), one adapter each;
-- :mod:`.gguf_cache`: GGUF files, dequantised once to float32 and cached;
+- :mod:`.gguf_cache`: GGUF files, dequantised once to float32 and cached (:mod:`.gguf_header` checks their
+  header, :mod:`.verified_cache` the cache's files against their recorded hashes);
+- :mod:`.model_size`: a configuration's sizes, checked against this machine's memory before a model is built;
 - :mod:`.capture`: q and k of every layer and head (by hooks), and the causal logit rows.
 
 Nothing here imports transformers at import time; the heavy imports happen inside the functions.
 """
 
-from .errors import InvalidCheckpointError, ModelNotFoundError, SequenceTooLongError, UnsupportedModelError
+from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, SequenceTooLongError, UnsupportedModelError
 from .load import ENV_VAR, ByteTokenizer, LoadedModel, load_model
 
-__all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
+__all__ = ["ENV_VAR", "ByteTokenizer", "CacheError", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "SequenceTooLongError", "UnsupportedModelError", "load_model"]

@@ -23,6 +23,8 @@ def read_config(path: Path) -> dict:
                                  + HOW_TO_PROVIDE)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InvalidCheckpointError(f"{file} cannot be read: {err.strerror or one_line(err)}") from err
     except UnicodeDecodeError as err:
         raise InvalidCheckpointError(f"{file} is invalid: not UTF-8 text (byte {err.start})") from err
     except json.JSONDecodeError as err:
@@ -46,6 +48,7 @@ def safetensors_files(path: Path) -> list[Path]:
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
             raise InvalidCheckpointError(f"{index} is invalid: {one_line(err)}") from err
         for name in names:
+            _check_shard_name(index, name)
             if not (path / name).is_file():
                 raise InvalidCheckpointError(f"{index} lists {name}, which is missing")
         return [path / name for name in names]
@@ -57,10 +60,30 @@ def safetensors_files(path: Path) -> list[Path]:
     raise ModelNotFoundError(f"{path} has a config.json but no weights (model.safetensors). " + HOW_TO_PROVIDE)
 
 
+def _check_shard_name(index: Path, name) -> None:
+    """A shard is named by its file name in the model directory: no folder, no ``..``, no absolute path.
+
+    Anything else would read (and leave unhashed in the run record) weights from outside the directory.
+    """
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise InvalidCheckpointError(f"{index} lists the shard {name!r}, which is not a file name in the model "
+                                     "directory (shards outside it are refused)")
+
+
+def check_readable(file: Path) -> None:
+    """Refuse a file that cannot be opened for reading, with the operating system's reason."""
+    try:
+        with open(file, "rb") as handle:
+            handle.read(1)
+    except OSError as err:
+        raise InvalidCheckpointError(f"{file} cannot be read: {err.strerror or one_line(err)}") from err
+
+
 def check_safetensors(file: Path) -> None:
-    """Read the file's header: refuses an empty, truncated or corrupt safetensors file."""
+    """Read the file's header: refuses an unreadable, empty, truncated or corrupt safetensors file."""
     from safetensors import SafetensorError, safe_open
 
+    check_readable(file)
     if file.stat().st_size == 0:
         raise InvalidCheckpointError(f"{file} is empty (0 bytes)")
     try:
@@ -87,11 +110,23 @@ def check_loading_info(info: dict, source: str, config_name: str = "config.json"
         raise InvalidCheckpointError(f"{prefix} {one_line(info['error_msgs'][0])}")
 
 
-def check_finite(model, source: str) -> None:
+def file_holding(name: str, files) -> Path | None:
+    """The safetensors file (of ``files``) whose header lists tensor ``name``, else None."""
+    from safetensors import safe_open
+
+    for file in files:
+        with safe_open(str(file), framework="pt") as handle:
+            if name in handle.keys():
+                return Path(file)
+    return None
+
+
+def check_finite(model, source: str, files=()) -> None:
     """Refuse weights holding NaN or infinity (offloaded weights, on the meta device, are not read).
 
     A NaN or infinite entry makes a tensor's sum non-finite, so a finite sum clears the tensor
     at the cost of one reduction; a non-finite sum (possibly overflow) is confirmed entry by entry.
+    The message names the file of ``files`` (the safetensors files read) that holds the weight, else ``source``.
     """
     import torch
 
@@ -99,4 +134,5 @@ def check_finite(model, source: str) -> None:
         if p.device.type == "meta" or bool(torch.isfinite(p.sum())):
             continue
         if not bool(torch.isfinite(p).all()):
-            raise InvalidCheckpointError(f"{source}: weight {name} holds NaN or infinite values")
+            raise InvalidCheckpointError(f"{file_holding(name, files) or source}: weight {name} holds NaN or "
+                                         "infinite values")

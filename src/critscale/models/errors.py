@@ -27,6 +27,10 @@ class InvalidCheckpointError(ValueError):
     """The checkpoint's files are present but unusable: corrupt, inconsistent, or unsafe to read."""
 
 
+class CacheError(ValueError):
+    """The build's cache of a model cannot be written (no permission, no room) or replaced."""
+
+
 class SequenceTooLongError(ValueError):
     """A sequence is longer than the rows the capture can report as full causal prefixes."""
 

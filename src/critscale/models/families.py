@@ -42,8 +42,21 @@ class Family(ABC):
     name: str = ""
     model_types: tuple[str, ...] = ()
 
+    # the configuration fields that size the model (as config.json names them), each a positive integer;
+    # those of optional_size_fields may be absent or null (the family then derives them)
+    size_fields: tuple[str, ...] = ()
+    optional_size_fields: tuple[str, ...] = ()
+
     def check_config(self, config, source: str) -> None:
         """Raise :class:`UnsupportedModelError` for a configuration the capture cannot reproduce."""
+
+    def size_problem(self, config) -> str | None:
+        """What makes the (positive) sizes inconsistent, e.g. a width that is not a multiple of the heads; else None."""
+        return None
+
+    @abstractmethod
+    def parameter_terms(self, config) -> list[tuple[str, int]]:
+        """The model's parameter count as terms, each with the fields (and values) that make it."""
 
     @abstractmethod
     def shape(self, config) -> Shape:

@@ -26,10 +26,25 @@ def attention_scale(config, layer: int) -> float:
 class GPT2Family(Family):
     name = "GPT-2"
     model_types = ("gpt2",)
+    size_fields = ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size")
+    optional_size_fields = ("n_inner",)
 
     def check_config(self, config, source: str) -> None:
         if getattr(config, "add_cross_attention", False):
             raise UnsupportedModelError(f"{source} has cross-attention; only causal self-attention is supported")
+
+    def size_problem(self, config) -> str | None:
+        if config.n_embd % config.n_head:
+            return f"n_embd {config.n_embd} is not a multiple of n_head {config.n_head}"
+        return None
+
+    def parameter_terms(self, config) -> list[tuple[str, int]]:
+        width, layers = config.n_embd, config.n_layer
+        inner = getattr(config, "n_inner", None) or 4 * width
+        block = 4 * width * width + 2 * width * inner  # attention c_attn and c_proj, the MLP (biases left out)
+        return [(f"vocab_size {config.vocab_size} x n_embd {width}", config.vocab_size * width),
+                (f"n_positions {config.n_positions} x n_embd {width}", config.n_positions * width),
+                (f"n_layer {layers} x n_embd {width} (n_inner {inner})", layers * block)]
 
     def shape(self, config) -> Shape:
         return Shape(n_layers=int(config.n_layer), n_heads=int(config.n_head), n_kv_heads=int(config.n_head),

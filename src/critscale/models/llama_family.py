@@ -47,6 +47,27 @@ SLIDING_WINDOWS = {"llama": _no_windows, "mistral": _mistral_windows, "qwen2": _
 class LlamaFamily(Family):
     name = "Llama family"
     model_types = tuple(SLIDING_WINDOWS)
+    size_fields = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+                   "max_position_embeddings", "vocab_size")
+    optional_size_fields = ("num_key_value_heads", "head_dim")
+
+    def size_problem(self, config) -> str | None:
+        heads = config.num_attention_heads
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        if heads % kv_heads:
+            return f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+        if not getattr(config, "head_dim", None) and config.hidden_size % heads:
+            return f"hidden_size {config.hidden_size} is not a multiple of num_attention_heads {heads}"
+        return None
+
+    def parameter_terms(self, config) -> list[tuple[str, int]]:
+        s = self.shape(config)
+        embeddings = 1 if getattr(config, "tie_word_embeddings", False) else 2  # input and output embeddings
+        attention = s.width * s.head_dim * (2 * s.n_heads + 2 * s.n_kv_heads)  # q, k, v, o projections
+        block = attention + 3 * s.width * config.intermediate_size  # gate, up and down projections
+        return [(f"vocab_size {s.vocab_size} x hidden_size {s.width}", embeddings * s.vocab_size * s.width),
+                (f"num_hidden_layers {s.n_layers} x hidden_size {s.width} (intermediate_size "
+                 f"{config.intermediate_size}, {s.n_heads} heads of {s.head_dim})", s.n_layers * block)]
 
     def shape(self, config) -> Shape:
         heads = int(config.num_attention_heads)

@@ -13,15 +13,19 @@ which places the layers with ``accelerate``.
 
 Weights are read from safetensors only.  A checkpoint that holds only ``pytorch_model.bin`` (a
 pickle, which can run code when read) is refused without opening it.  Every bad checkpoint ends in
-a ``ValueError`` subclass whose one line names the file and the problem: a truncated, corrupt or
-empty ``model.safetensors``, an invalid ``config.json``, a config whose sizes do not match the
+a ``ValueError`` subclass whose one line names the file and the problem: a truncated, corrupt, empty
+or unreadable ``model.safetensors``, a shard named outside the model directory, an invalid
+``config.json``, a config whose sizes are not positive, inconsistent or larger than this machine can
+hold (:mod:`.model_size`, checked before the model is built), a config whose sizes do not match the
 weights (missing, unexpected or differently shaped tensors), non-finite weights, a missing tokenizer.
+A GGUF model is read from its verified float32 copy, which :attr:`LoadedModel.read_from` names with
+the hash of each file for the run record.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, check_safetensors, read_config,
@@ -30,6 +34,7 @@ from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFo
                      one_line)
 from .families import Shape, family_named, family_of
 from .gguf_cache import CACHE_ROOT, dequantised_directory, gguf_file_of, package_of
+from .model_size import check_config_sizes, memory_limit
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
@@ -59,6 +64,11 @@ class LoadedModel:
     kind: str  # "hub", "directory" or "gguf"
     label: str = ""  # what describe() calls the model (default: the checkpoint, relative to the working directory)
     provenance: str = ""  # how the weights were obtained, when not plain (e.g. quantisation and cache)
+    read_from: dict = field(default_factory=dict)  # the verified files read, when not the checkpoint's own
+
+    def record_fields(self) -> dict:
+        """What a run record adds to the checkpoint's entry: the files the weights were read from, if others."""
+        return {"read_from": self.read_from} if self.read_from else {}
 
     @property
     def config(self):
@@ -193,12 +203,17 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
     from transformers import AutoConfig, AutoModelForCausalLM
 
     local_only = True if is_dir else offline()
+    weight_files: list[Path] = []
     if is_dir:
         path = Path(source)
+        if path.exists() and not path.is_dir():
+            raise ModelNotFoundError(f"{path} is a file, not a model directory: pass the directory that holds "
+                                     f"config.json and the weights ({path.parent}), or a .gguf file")
         if not path.is_dir():
             raise ModelNotFoundError(f"model directory {path} does not exist. " + HOW_TO_PROVIDE)
         family_named(read_config(path)["model_type"], source)
-        for file in safetensors_files(path):
+        weight_files = safetensors_files(path)
+        for file in weight_files:
             check_safetensors(file)
     try:
         config = AutoConfig.from_pretrained(source, local_files_only=local_only)
@@ -208,6 +223,8 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
         where = "in the local hub cache (HF_HUB_OFFLINE is set)" if local_only else "on the hub or in its cache"
         raise ModelNotFoundError(f"model {source!r} not found {where}. " + HOW_TO_PROVIDE) from err
     family = family_of(config, source)
+    check_config_sizes(family, config, f"{source}/config.json" if is_dir else f"config.json of {source!r}",
+                       memory_limit(device_map, offload_folder))
     try:
         model, info = AutoModelForCausalLM.from_pretrained(
             source, local_files_only=local_only, attn_implementation=attn_implementation, device_map=device_map,
@@ -226,7 +243,7 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
         model.to(device)
     model.eval()
     with torch.no_grad():
-        check_finite(model, source)
+        check_finite(model, source, weight_files)
     return model, load_tokenizer(source, config, local_only=local_only)
 
 
@@ -270,4 +287,8 @@ def _load_gguf(gguf_file: Path, package: str | None, cache_root, options: dict) 
              f"dequantised in {record['dequantise_seconds']:.0f} s and cached as float32 in the build")
     provenance = (f"{record['quantisation']} GGUF, dequantised to float32 (tensors: {tensors}); "
                   f"model and tokenizer from the GGUF file, {cache}")
-    return LoadedModel(model, tokenizer, str(gguf_file), "gguf", label=label, provenance=provenance)
+    read_from = {"path": _display_path(directory), "what": "the float32 copy of the GGUF file that the model and "
+                 "its tokenizer were read from, its files checked against these hashes before reading",
+                 "files": [{"file": name, **entry} for name, entry in sorted(record["files"].items())]}
+    return LoadedModel(model, tokenizer, str(gguf_file), "gguf", label=label, provenance=provenance,
+                       read_from=read_from)
