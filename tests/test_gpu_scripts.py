@@ -188,7 +188,8 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
     from types import SimpleNamespace
 
     cs = SimpleNamespace(gpu_records=GpuRecords, record=lambda k, v, **kw: glued.__setitem__(k, v),
-                         record_figure=lambda k, fig: glued.__setitem__(k, fig), plotting=cs_real.plotting)
+                         record_figure=lambda k, fig: glued.__setitem__(k, fig), plotting=cs_real.plotting,
+                         tables=cs_real.tables)
     import math
 
     import matplotlib.pyplot as plt

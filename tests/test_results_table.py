@@ -64,3 +64,18 @@ def test_every_labelled_result_has_a_row_with_existing_functions_and_tests():
             file, name = test.split("::")
             text = (ROOT / "tests" / file).read_text()
             assert re.search(rf"^def {name}\(", text, flags=re.MULTILINE), f"{label}: {test} does not exist"
+
+
+def test_blank_missing_empties_missing_cells_of_float_columns_without_a_dtype_warning():
+    """``fillna("")`` on a float column warns (pandas 4 will raise); the helper must not, and must keep values."""
+    import warnings
+
+    import pandas as pd
+
+    from critscale.tables import blank_missing
+
+    df = pd.DataFrame({"x": [1.5, float("nan")], "s": ["a", None]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = blank_missing(df)
+    assert out["x"].tolist() == [1.5, ""] and out["s"].tolist() == ["a", ""]

@@ -109,3 +109,8 @@ def to_plain(df, digits: int = 4) -> str:
 def table_bundle(df, digits: int = 4) -> dict[str, str]:
     """Display data of a publication table (see the module docstring)."""
     return {"text/markdown": to_markdown(df, digits), "text/plain": to_plain(df, digits)}
+
+
+def blank_missing(df):
+    """``df`` with its missing cells as empty strings (a table shows nothing there), whatever the column's dtype."""
+    return df.astype(object).where(df.notna(), "")
