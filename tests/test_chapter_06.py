@@ -37,7 +37,7 @@ def test_the_tested_cells_are_the_recorded_ones(gumbel):
 @pytest.mark.book
 @pytest.mark.parametrize("cell", TESTED)
 def test_extrapolation_reaches_the_poisson_dirichlet_limit_and_rejects_its_neighbours(gumbel, cell):
-    """The correction D_n extrapolates to 0 (the rows converge to PD(1/c, 0), Theorem 6 item 3) within Z_SEM
+    """The correction D_n extrapolates to 0 (the rows converge to PD(1/c, 0), Theorem 6 item 4) within Z_SEM
     standard errors of the fit, and the same fit excludes PD(c*/c, 0) for c* = 0.9 and 1.1: a critical scale
     10% off, the plausible wrong answer (e.g. a misnormalised kappa_bar), is rejected at more than Z_SEM.
 
