@@ -37,7 +37,7 @@ def test_the_tested_cells_are_the_recorded_ones(gumbel):
 @pytest.mark.book
 @pytest.mark.parametrize("cell", TESTED)
 def test_extrapolation_reaches_the_poisson_dirichlet_limit_and_rejects_its_neighbours(gumbel, cell):
-    """The correction D_n extrapolates to 0 (the rows converge to PD(1/c, 0), Theorem 6 item 3) within Z_SEM
+    """The correction D_n extrapolates to 0 (the rows converge to PD(1/c, 0), Theorem 6 item 4) within Z_SEM
     standard errors of the fit, and the same fit excludes PD(c*/c, 0) for c* = 0.9 and 1.1: a critical scale
     10% off, the plausible wrong answer (e.g. a misnormalised kappa_bar), is rejected at more than Z_SEM.
 
@@ -165,3 +165,109 @@ def test_gpu_record_is_labelled_with_its_generator(gumbel):
     if not gumbel["gpu_overlay_shown"]:
         pytest.skip("no GPU record in results/gpu")
     assert gumbel["gpu_generator_version"] == 1
+
+
+# The stretched tail Fbar(x) = exp(-x^p), p < 1 (Proposition prop-06-stretched): Gumbel class in von Mises form,
+# but its hazard decreases, so the bulk bound (eq-06-bulk) of Theorem 6 fails.
+CONVEX = GUMBEL  # the five families of the figure: hazard eventually nondecreasing, eq-06-bulk holds with eta = 0
+
+
+def _stretched_cells(gumbel):
+    """(tag of c, c, [tags of n]) for the recorded c between 1 and 1/p and the recorded c above 1/p."""
+    p = gumbel["stretched_p"]
+    c_mid, c_high = gumbel["stretched_c_mid"], gumbel["stretched_c_high"]
+    assert p < 1 and 1 < c_mid < 1 / p < c_high
+    n_tags = [f"n{int(round(math.log2(n)))}" for n in gumbel["stretched_n"]]
+    assert len(n_tags) >= 2
+    return c_mid, c_high, n_tags
+
+
+def _tag(c):
+    return f"c{c:g}".replace(".", "p")
+
+
+@pytest.mark.book
+def test_stretched_tail_misses_the_poisson_dirichlet_value_between_1_and_1_over_p(gumbel):
+    """For 1 < c < 1/p the stretched tail's E Sum p^2 lies below 1 - 1/c by more than Z_SEM standard errors at every
+    recorded length, and it does not approach 1 - 1/c as n grows (item 1 of the proposition: it tends to 0).
+
+    The old Theorem 6 (any Gumbel tail in von Mises form) predicted 1 - 1/c up to a correction b1 eps_n that shrinks
+    with n; a ptail sampler that drew a convex tail under this name (E^p instead of E^(1/p), i.e. p' = 2) would agree.
+    """
+    c_mid, _, n_tags = _stretched_cells(gumbel)
+    limit = 1 - 1 / c_mid
+    for n_tag in n_tags:
+        mean, se = gumbel[f"stretched_coll_{_tag(c_mid)}_{n_tag}"], gumbel[f"stretched_coll_sem_{_tag(c_mid)}_{n_tag}"]
+        assert se > 0
+        assert limit - mean > Z_SEM * se, n_tag
+    small, large = n_tags[0], n_tags[-1]
+    mean_small = gumbel[f"stretched_coll_{_tag(c_mid)}_{small}"]
+    mean_large = gumbel[f"stretched_coll_{_tag(c_mid)}_{large}"]
+    se = math.hypot(gumbel[f"stretched_coll_sem_{_tag(c_mid)}_{small}"], gumbel[f"stretched_coll_sem_{_tag(c_mid)}_{large}"])
+    assert mean_large < mean_small + Z_SEM * se
+
+
+@pytest.mark.book
+def test_stretched_tail_weight_sits_in_the_bulk(gumbel):
+    """The failing proof step, measured: at 1 < c < 1/p the share of the softmax weight that the stretched rows put
+    on scores below the 1/sqrt(n)-upper quantile exceeds, at every recorded length, that of each of the five families
+    with a nondecreasing hazard by more than Z_SEM combined standard errors, and it does not fall with n (the
+    bulk-to-top ratio n^(1 - cp) -> infinity sends it to 1).  A bulk bound that held for the stretched tail would put
+    its share near the others', which the bound sends to 0."""
+    c_mid, _, n_tags = _stretched_cells(gumbel)
+    small, large = (gumbel[f"stretched_bulk_{_tag(c_mid)}_{t}"] for t in (n_tags[0], n_tags[-1]))
+    se = math.hypot(*(gumbel[f"stretched_bulk_sem_{_tag(c_mid)}_{t}"] for t in (n_tags[0], n_tags[-1])))
+    assert large > small - Z_SEM * se
+    for n_tag in n_tags:
+        share, se = gumbel[f"stretched_bulk_{_tag(c_mid)}_{n_tag}"], gumbel[f"stretched_bulk_sem_{_tag(c_mid)}_{n_tag}"]
+        for name in CONVEX:
+            other, other_se = gumbel[f"convex_bulk_{name}_{_tag(c_mid)}"], gumbel[f"convex_bulk_{name}_{_tag(c_mid)}_sem"]
+            assert share - other > Z_SEM * math.hypot(se, other_se), (n_tag, name)
+
+
+@pytest.mark.book
+def test_convex_families_stay_at_or_above_the_limit_where_the_stretched_tail_falls(gumbel):
+    """At the same c in (1, 1/p) the five families with a nondecreasing hazard are consistent with the theorem's
+    finite-size picture: E Sum p^2 is not below 1 - 1/c by more than Z_SEM standard errors at any recorded length
+    (their correction D_n is positive, of order eps_n).  The stretched tail, at the largest length, is below every
+    one of them by more than Z_SEM combined standard errors."""
+    c_mid, _, n_tags = _stretched_cells(gumbel)
+    limit = 1 - 1 / c_mid
+    log2_lengths = [int(round(math.log2(n))) for n in (gumbel["n_small"], gumbel["n_mid"], gumbel["n_large"])]
+    stretched = gumbel[f"stretched_coll_{_tag(c_mid)}_{n_tags[-1]}"]
+    stretched_se = gumbel[f"stretched_coll_sem_{_tag(c_mid)}_{n_tags[-1]}"]
+    for name in CONVEX:
+        for log2n in log2_lengths:
+            tag = f"{name}_{_tag(c_mid)}_n{log2n}"
+            mean, se = gumbel[f"convex_coll_{tag}"], gumbel[f"convex_coll_{tag}_sem"]
+            assert mean > limit - Z_SEM * se, tag
+        tag = f"{name}_{_tag(c_mid)}_n{log2_lengths[-1]}"
+        assert gumbel[f"convex_coll_{tag}"] - stretched > Z_SEM * math.hypot(gumbel[f"convex_coll_{tag}_sem"], stretched_se)
+
+
+@pytest.mark.book
+def test_stretched_tail_returns_to_the_window_above_1_over_p(gumbel):
+    """For c > 1/p the bulk bound holds near the top and the theorem's conclusion returns (item 3 of the proposition):
+    at the largest length E Sum p^2 is within Z_SEM standard errors of 1 - 1/c, and the correction D_n is smaller in
+    size than at c in (1, 1/p) by more than Z_SEM combined standard errors.  A family that was simply mis-scaled
+    (a wrong kappa_bar) would miss the limit on both sides of 1/p."""
+    c_mid, c_high, n_tags = _stretched_cells(gumbel)
+    large = n_tags[-1]
+    mean, se = gumbel[f"stretched_coll_{_tag(c_high)}_{large}"], gumbel[f"stretched_coll_sem_{_tag(c_high)}_{large}"]
+    assert abs(mean - (1 - 1 / c_high)) < Z_SEM * se
+    high, high_se = gumbel[f"stretched_correction_{_tag(c_high)}_{large}"], gumbel[f"stretched_correction_sem_{_tag(c_high)}_{large}"]
+    mid, mid_se = gumbel[f"stretched_correction_{_tag(c_mid)}_{large}"], gumbel[f"stretched_correction_sem_{_tag(c_mid)}_{large}"]
+    assert abs(mid) - abs(high) > Z_SEM * math.hypot(mid_se, high_se)
+
+
+@pytest.mark.book
+def test_stretched_tail_accumulation_scale_is_held_up_by_the_bulk(gumbel):
+    """kappa_n / kappa_bar_n >= 1/p - o(1) for the stretched tail (item 2 of the proposition): at every recorded length
+    the 99% interval of its median lies above the limit law's median and above the median of every one of the five
+    families with a nondecreasing hazard (Theorem 6 item 2 would put it at the limit law's median)."""
+    _, _, n_tags = _stretched_cells(gumbel)
+    for n_tag in n_tags:
+        lo = gumbel[f"stretched_kappa_median_{n_tag}_lo"]
+        assert lo <= gumbel[f"stretched_kappa_median_{n_tag}"] <= gumbel[f"stretched_kappa_median_{n_tag}_hi"]
+        assert lo > gumbel["kappa_limit_q50"], n_tag
+        assert lo > gumbel["convex_kappa_median_max"], n_tag

@@ -9,7 +9,8 @@ from scipy import stats
 import critscale
 from critscale import families
 
-IID = ["gauss", "ptail1", "ptail3", "logexp", "edge", "unif", "sphere3", "sphere5", "sphere9", "pareto1", "pareto2"]
+IID = ["gauss", "ptail1", "ptail3", "ptail0.5", "logexp", "edge", "unif", "sphere3", "sphere5", "sphere9", "pareto1",
+       "pareto2"]
 
 
 def test_standard_order_and_registry():
@@ -44,6 +45,7 @@ def test_kappa_bar_closed_forms():
     assert np.allclose(families.get("gauss").kappa_bar(n), n * norm.pdf(norm.isf(1 / n)), rtol=1e-14)
     assert np.allclose(families.get("ptail1").kappa_bar(n), 1.0)
     assert np.allclose(families.get("ptail3").kappa_bar(n), 3 * log_n ** (2 / 3), rtol=1e-14)
+    assert np.allclose(families.get("ptail0.5").kappa_bar(n), 0.5 / log_n, rtol=1e-14)  # the stretched tail
     assert np.allclose(families.get("logexp").kappa_bar(n), log_n, rtol=1e-14)
     assert np.allclose(families.get("edge").kappa_bar(n), log_n**2, rtol=1e-14)
     assert np.allclose(families.get("unif").kappa_bar(n), n, rtol=1e-14)
@@ -175,3 +177,23 @@ def test_family_fields_are_public():
                              kappa_bar_formula=np.ones_like, law_formula=np.ones_like)
     assert custom.sample(3, 2, np.random.default_rng(0)).shape == (2, 3) and custom.kappa_bar(10.0) == 1.0
     assert not custom.iid
+
+
+@pytest.mark.parametrize("name", ["gauss", "ptail1", "ptail3", "ptail0.5", "ptail0.25", "ptail1.5", "logexp", "edge"])
+def test_hazard_flag_matches_the_hazard_along_the_top(name):
+    """hazard_nondecreasing (the hypothesis of Theorem 6 items 2 and 4) says whether h = f / Fbar is nondecreasing
+    over the upper range; kappa_bar(n) = h(u_n) with u_n increasing in n, so the flag must equal whether kappa_bar
+    is nondecreasing in n over n = 2^4 .. 2^60.  A flag set from the domain alone (every Gumbel family True) fails
+    for the stretched tails ptail0.5 and ptail0.25, whose kappa_bar falls like (log n)^(1 - 1/p)."""
+    family = families.get(name)
+    n = 2.0 ** np.arange(4, 61)
+    kb = np.asarray(family.kappa_bar(n))
+    nondecreasing = bool(np.all(np.diff(kb) >= -1e-12 * kb[1:]))
+    assert family.hazard_nondecreasing is nondecreasing
+    assert family.hazard_nondecreasing is (family.params.get("p", 1.0) >= 1)
+
+
+def test_hazard_flag_only_for_the_gumbel_class():
+    for name in families.names():
+        family = families.get(name)
+        assert (family.hazard_nondecreasing is None) is (family.domain != "gumbel"), name

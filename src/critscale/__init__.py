@@ -58,6 +58,9 @@ thm-06-gumbel            06    limits.gumbel_gaps                  test_limits_r
                                limits.expansion_parameter          test_extrapolation.py::test_standard_error_covers_the_truth_at_the_nominal_rate
                                limits.window_summaries             test_limits_rules.py::test_window_summaries
                                extrapolation.extrapolate
+prop-06-stretched        06    families.ptail                      test_chapter_06.py::test_stretched_tail_misses_the_poisson_dirichlet_value_between_1_and_1_over_p
+                               limits.window_summaries             test_chapter_06.py::test_stretched_tail_weight_sits_in_the_bulk
+                                                                   test_families.py::test_hazard_flag_matches_the_hazard_along_the_top
 thm-07-weibull           07    limits.weibull_gaps                 test_limits_rules.py::test_limit_gap_laws
                                limits.poisson_limit_stats          test_limits_rules.py::test_weibull_limit_matches_uniform_rows
                                limits.coupled_limit_scores         test_limits_rules.py::test_coupled_limit_scores

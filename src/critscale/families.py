@@ -18,6 +18,7 @@ name                    one row                                                 
 ======================  ======================================================  ===========================================  =========
 ``gauss``               i.i.d. :math:`N(0,1)`                                   :math:`n\\varphi(u_n)`                        gumbel
 ``ptail<p>``            :math:`E^{1/p}`, :math:`\\bar F(x)=e^{-x^p}`             :math:`p(\\log n)^{1-1/p}`                    gumbel
+                        (:math:`p<1`: the stretched tail, hazard decreasing)
 ``logexp``              :math:`\\log E`, :math:`\\bar F(x)=e^{-e^x}`              :math:`\\log n`                              gumbel
 ``edge``                :math:`-1/E`, :math:`\\bar F(-u)=e^{-1/u}`               :math:`(\\log n)^2`                          gumbel
 ``unif``                :math:`U(0,1)`                                          :math:`n`                                    weibull
@@ -34,7 +35,12 @@ name                    one row                                                 
 
 (:math:`E` is Exp(1), :math:`U` uniform.)  Derivations, one line each:
 
-- ``ptail``: :math:`u_n = (\\log n)^{1/p}` and :math:`f/\\bar F = p x^{p-1}`.
+- ``ptail``: :math:`u_n = (\\log n)^{1/p}` and :math:`f/\\bar F = p x^{p-1}`, nondecreasing for :math:`p \\ge 1`
+  only; ``ptail0.5`` is the stretched tail of chapter 06, outside the hypothesis of Theorem 6.
+
+``hazard_nondecreasing`` records, for the Gumbel-class families, whether the hazard :math:`f/\\bar F` is
+eventually nondecreasing (:math:`-\\log\\bar F` eventually convex): the sufficient condition for the bulk bound
+under which chapter 06 states Theorem 6 (``thm-06-gumbel``) items 2 and 4.
 - ``logexp``: :math:`u_n = \\log\\log n` and :math:`f/\\bar F = e^x`.
 - ``edge(c, q)``: :math:`s = -(c/E)^{1/q}` has :math:`P(s > -u) = P(E > c u^{-q}) = e^{-c u^{-q}}`, so
   :math:`u_n = (c/\\log n)^{1/q}` and :math:`n f(-u_n) = c q u_n^{-q-1} = q c^{-1/q}(\\log n)^{1+1/q}`:
@@ -104,6 +110,10 @@ class Family:
         the family's parameters (e.g. ``{"d": 5}``).
     iid:
         ``True`` when the row is i.i.d. from a law with survival function :meth:`sf`.
+    hazard_nondecreasing:
+        Gumbel families only (``None`` otherwise): whether the hazard :math:`f/\\bar F` is eventually
+        nondecreasing, i.e. :math:`-\\log\\bar F` eventually convex, the hypothesis of chapter 06's
+        Theorem 6 (``thm-06-gumbel``) for its items 2 and 4.
     weibull_alpha:
         the endpoint exponent :math:`\\alpha` (Weibull families only), the ``alpha`` of
         :func:`critscale.limits.weibull_gaps`.
@@ -126,6 +136,7 @@ class Family:
     params: dict = field(default_factory=dict)
     weibull_alpha: Optional[float] = None
     min_n: int = 1
+    hazard_nondecreasing: Optional[bool] = None
 
     @property
     def iid(self) -> bool:
@@ -177,6 +188,7 @@ def gauss() -> Family:
         kappa_bar_formula=lambda n: n * norm.pdf(norm.isf(1.0 / n)),
         law_formula=lambda n: np.sqrt(2.0 * np.log(n)),
         survival=norm.sf, upper_quantile=lambda n: norm.isf(1.0 / n),
+        hazard_nondecreasing=True,  # Mills' ratio: the Gaussian hazard increases
     )
 
 
@@ -196,6 +208,7 @@ def ptail(p: float) -> Family:
         survival=lambda x: np.where(x > 0, np.exp(-np.maximum(x, 0.0) ** p), 1.0),
         upper_quantile=lambda n: np.log(n) ** (1.0 / p),
         params={"p": p},
+        hazard_nondecreasing=bool(p >= 1),  # hazard p x^(p-1)
     )
 
 
@@ -208,6 +221,7 @@ def logexp() -> Family:
         law_formula=lambda n: np.log(n),
         survival=lambda x: np.exp(-np.exp(x)),
         upper_quantile=lambda n: np.log(np.log(n)),
+        hazard_nondecreasing=True,  # hazard e^x
     )
 
 
@@ -237,6 +251,7 @@ def edge(c: float = 1.0, q: float = 1.0) -> Family:
         kappa_bar_formula=scale, law_formula=scale,
         survival=sf, upper_quantile=lambda n: -(c / np.log(n)) ** (1.0 / q),
         params={"c": c, "q": q},
+        hazard_nondecreasing=True,  # hazard c q u^(-q-1) at -u, increasing towards the endpoint
     )
 
 
