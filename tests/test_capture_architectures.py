@@ -280,3 +280,16 @@ def test_diagnose_refuses_bad_input_in_one_line(tmp_path):
         critscale.diagnose(loaded.model, ByteTokenizer(), ["short"], **QUICK)
     with pytest.raises(ValueError, match="model must be a transformers PreTrainedModel, got str"):
         critscale.diagnose("gpt2", ByteTokenizer(), _texts(), **QUICK)
+
+
+def test_an_encoder_saved_with_its_head_is_built_by_its_own_auto_class(tmp_path):
+    """A BERT checkpoint saved from BertForMaskedLM (as most published BERTs are) is built as one, so its
+    weights match (read as a base model it would miss the pooler and carry the head's tensors), and read
+    bidirectionally through its base model."""
+    from transformers import AutoConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    BertForMaskedLM(AutoConfig.for_model("bert", **ARCHITECTURES["bert"])).save_pretrained(tmp_path / "mlm")
+    loaded = load_model(tmp_path / "mlm")
+    assert type(loaded.model).__name__ == "BertForMaskedLM"
+    assert capture_qk(loaded.model, torch.arange(1, 9)).causal is False

@@ -196,24 +196,35 @@ def load_tokenizer(source: str, config, *, local_only: bool):
     return tokenizer
 
 
-def model_class(config):
-    """The Auto class that builds ``config``: ``AutoModelForCausalLM`` for a decoder, else ``AutoModel``.
+def _names(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
-    A configuration is a decoder's when transformers has a causal-LM class for its ``model_type`` and the
-    checkpoint was saved from that class (``architectures``), or declares ``is_decoder``, or names no
-    class and has no masked-LM class; anything else (an encoder such as BERT) is read by its base model.
+
+def model_class(config):
+    """The Auto class that builds ``config``'s checkpoint, so that its saved weights are the model's own.
+
+    The first of ``AutoModelForCausalLM``, ``AutoModelForMaskedLM`` and ``AutoModel`` whose class for
+    the ``model_type`` is the one the checkpoint was saved from (``architectures``).  A configuration
+    that names none of them is a decoder's (``AutoModelForCausalLM``) when it declares ``is_decoder`` or
+    names no class while transformers has a causal-LM class and no masked-LM class for it; anything
+    else is read by its base model (``AutoModel``).  The capture reads the base model in every case.
     """
-    from transformers import AutoModel, AutoModelForCausalLM
+    import transformers
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES)
 
     model_type = getattr(config, "model_type", None)
-    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type)
-    architectures = list(getattr(config, "architectures", None) or [])
-    if causal and (causal in architectures or getattr(config, "is_decoder", False)
+    architectures = set(getattr(config, "architectures", None) or [])
+    for auto, mapping in (("AutoModelForCausalLM", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+                          ("AutoModelForMaskedLM", MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+                          ("AutoModel", MODEL_MAPPING_NAMES)):
+        if model_type in mapping and architectures & set(_names(mapping[model_type])):
+            return getattr(transformers, auto)
+    causal = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    if causal and (getattr(config, "is_decoder", False)
                    or not architectures and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES):
-        return AutoModelForCausalLM
-    return AutoModel
+        return transformers.AutoModelForCausalLM
+    return transformers.AutoModel
 
 
 def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, offload_folder,
