@@ -9,7 +9,7 @@ the recorded calls must equal the eager probabilities on every unpadded query ro
 start from the same float32 q and k; the model rounds its scores and softmax in float32 (relative error of order
 d_h * 2^-24, about 1e-7 on probabilities of order 1), we compute in float64.  A capture before the rotary
 embedding or QK-norm, without the grouped heads, at another scale, or without the mask moves probabilities by
-1e-2 or more (the "mask dropped" margin is measured on each model below).
+1e-2 or more (the margins of a 1.25 x scale and of a dropped mask are measured on each model below).
 
 Before this capture, only gpt2, llama, mistral and qwen2 were read (by hand-written hooks), so each test of
 another architecture fails on the old code with "which the q/k capture does not support".
@@ -41,13 +41,14 @@ ARCHITECTURES = {  # model_type -> config fields (GQA where the architecture has
     "phi3": dict(COMMON, num_key_value_heads=2),
     "gpt_neox": dict(COMMON),
     "bert": dict(COMMON),
-    "gemma2": dict(COMMON, num_key_value_heads=2, head_dim=8, attn_logit_softcapping=5.0),
+    "gemma2": dict(COMMON, num_key_value_heads=2, head_dim=8, attn_logit_softcapping=5.0, query_pre_attn_scalar=1),
 }
 PROJECTIONS = ("q_proj", "k_proj", "query.", "key.", "c_attn", "query_key_value", "qkv_proj")
 
 
 def save_tiny(path, model_type, **overrides):
-    """A tiny random checkpoint of ``model_type``, its q and k projections enlarged so rows are far from uniform."""
+    """A tiny random checkpoint of ``model_type``, its q and k (projections, QK-norm gains) enlarged so rows are far
+    from uniform."""
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
     torch.manual_seed(0)
@@ -57,6 +58,8 @@ def save_tiny(path, model_type, **overrides):
         for name, p in model.named_parameters():
             if p.ndim == 2 and any(s in name for s in PROJECTIONS):
                 p.mul_(12.0)
+            if p.ndim == 1 and any(s in name for s in ("q_norm", "k_norm")):  # QK-norm undoes the line above
+                p.fill_(1.5)
     model.save_pretrained(path)
     return path
 
@@ -69,32 +72,38 @@ def _batch():
 
 
 def _differences(model, ids, mask):
-    """Max |dP| of the captured rows against eager, over unpadded query rows; the same with the mask dropped."""
+    """Max |dP| of the captured rows against eager over unpadded query rows; the same at 1.25 x the scale and with
+    the mask dropped; the largest difference of the outputs; the largest eager weight of rows with 6 or more keys."""
     with torch.no_grad():
         eager = model(ids, attention_mask=mask, output_attentions=True)
         with recording(model) as calls:
             captured = model(ids, attention_mask=mask)
     calls = calls_of(calls, model.config.num_hidden_layers, model.config.model_type)
     real = mask.bool()[:, None, :, None]  # (B, 1, T, 1): rows of real (unpadded) queries
-    worst = unmasked = 0.0
+    worst = rescaled = unmasked = 0.0
     for call, probs in zip(calls, eager.attentions):
         worst = max(worst, float(((torch.softmax(call.logits(), -1) - probs.double()).abs() * real).max()))
+        call.scaling *= 1.25
+        rescaled = max(rescaled, float(((torch.softmax(call.logits(), -1) - probs.double()).abs() * real).max()))
+        call.scaling /= 1.25
         call.mask = None
         unmasked = max(unmasked, float(((torch.softmax(call.logits(), -1) - probs.double()).abs() * real).max()))
     output = eager[0] if not hasattr(eager, "logits") else eager.logits
     same = captured[0] if not hasattr(captured, "logits") else captured.logits
-    return worst, unmasked, float((output - same).abs().max()), max(float(p.max()) for p in eager.attentions)
+    peak = max(float(p[0, :, 6:].max()) for p in eager.attentions)  # unpadded sequence, rows of 7 to T keys
+    return worst, rescaled, unmasked, float((output - same).abs().max()), peak
 
 
 @pytest.mark.parametrize("model_type", list(ARCHITECTURES))
 def test_captured_rows_reproduce_eager_attention(tmp_path, model_type):
     loaded = load_model(save_tiny(tmp_path / model_type, model_type), attn_implementation="eager")
     ids, mask = _batch()
-    worst, unmasked, output, peak = _differences(loaded.model, ids, mask)
+    worst, rescaled, unmasked, output, peak = _differences(loaded.model, ids, mask)
     assert worst < TOLERANCE, f"{model_type}: max |dP| {worst:.2e}"
+    assert rescaled > 1e-2, "the scale matters on this input: at 1.25 x the comparison would fail"
     assert unmasked > 1e-2, "the mask matters on this input: without it the comparison would fail"
     assert output < 1e-5, "the capture computes the model's own eager forward"
-    assert peak > 0.5, "rows far from uniform: the comparison has teeth"
+    assert peak > 0.5, "rows far from uniform (1/7 or less if uniform): the comparison has teeth"
     assert loaded.model.config._attn_implementation == "eager", "the previous implementation is put back"
 
 
@@ -131,7 +140,17 @@ def test_gemma3_sliding_window_is_read_from_the_mask(tmp_path):
 
 
 def test_gemma2_softcap_is_applied_in_the_forward_and_refused_for_rows(tmp_path):
+    """The recorded soft-cap is the model's (rows without it miss the eager weights); capture_qk refuses the rows."""
     loaded = load_model(save_tiny(tmp_path / "g", "gemma2"), attn_implementation="eager")
+    ids, mask = _batch()
+    with torch.no_grad():
+        eager = loaded.model(ids, attention_mask=mask, output_attentions=True).attentions
+        with recording(loaded.model) as calls:
+            loaded.model(ids, attention_mask=mask)
+    assert [call.softcap for call in calls] == [5.0, 5.0]
+    real = mask.bool()[:, None, :, None]
+    calls[0].softcap = None
+    assert float(((torch.softmax(calls[0].logits(), -1) - eager[0].double()).abs() * real).max()) > 1e-2
     with pytest.raises(UnsupportedModelError, match=r"'gemma2' model soft-caps its attention logits \(softcap 5"):
         capture_qk(loaded.model, torch.arange(1, 9))
 
