@@ -66,7 +66,7 @@ class AttentionCall:
 
     def visible(self) -> torch.Tensor:
         """Which keys each query sees: bool ``(B, 1 or Hq, Tq, Tkv)`` (all True without a mask)."""
-        B, _, Tq, D = self.query.shape
+        B, _, Tq, _ = self.query.shape
         if self.mask is None:
             return torch.ones(B, 1, Tq, self.key.shape[-2], dtype=torch.bool, device=self.query.device)
         return self.mask > torch.finfo(self.mask.dtype).min / 2
