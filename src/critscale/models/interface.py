@@ -22,6 +22,7 @@ The name avoids ``sdpa`` and ``flex_attention``, which would trigger those backe
 from __future__ import annotations
 
 import contextvars
+import functools
 import importlib
 import inspect
 from contextlib import contextmanager
@@ -135,6 +136,7 @@ def register() -> None:
     AttentionMaskInterface.register(NAME, eager_mask)
 
 
+@functools.lru_cache(maxsize=None)
 def routes_through_interface(model_type: str) -> bool | None:
     """Whether transformers' modeling file of ``model_type`` calls the attention interface; None when unknown.
 
