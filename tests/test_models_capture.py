@@ -85,3 +85,13 @@ def test_capture_rejects_bad_input(tmp_path):
         capture_qk(loaded.model, torch.zeros(2, 10, dtype=torch.long))
     with pytest.raises(ValueError, match="shapes differ"):
         causal_logits(torch.zeros(3, 2), torch.zeros(4, 2), 1.0)
+
+
+def test_attention_check_is_float32_rounding_and_restores_the_implementation(tmp_path):
+    """Chapter 13's check: the captured rows against the model's eager attention, the model left as it was."""
+    from critscale.models.capture import attention_check
+
+    loaded = load_model(_tiny_dir(tmp_path / "tiny"))
+    ids = torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(2))
+    assert attention_check(loaded.model, ids) < 1e-5  # the tolerance of the module docstring (weights x 8)
+    assert loaded.model.config._attn_implementation == "sdpa"

@@ -157,13 +157,20 @@ def test_layers_on_two_devices_are_gathered(tmp_path):
     assert float((captured.q.cpu() - plain.q).abs().max()) < 1e-4
 
 
-def test_other_architectures_are_refused_by_name(tmp_path):
+def test_an_architecture_without_an_adapter_is_read_through_the_interface(tmp_path):
+    """OPT (no hand-written adapter ever existed for it) pre-scales q and passes scaling 1.0: the capture
+    records what the attention function receives, so its rows still reproduce the eager attention."""
     from transformers import OPTConfig, OPTForCausalLM
 
-    OPTForCausalLM(OPTConfig(hidden_size=16, ffn_dim=32, num_hidden_layers=1, num_attention_heads=2, vocab_size=256,
-                             word_embed_proj_dim=16)).save_pretrained(tmp_path / "opt")
-    with pytest.raises(UnsupportedModelError, match=r"'opt' model.*gpt2.*llama, mistral, qwen2"):
-        load_model(tmp_path / "opt")
+    torch.manual_seed(0)
+    OPTForCausalLM(OPTConfig(hidden_size=16, ffn_dim=32, num_hidden_layers=2, num_attention_heads=2, vocab_size=256,
+                             word_embed_proj_dim=16, max_position_embeddings=64, bos_token_id=None,
+                             eos_token_id=None, pad_token_id=None)).save_pretrained(tmp_path / "opt")
+    loaded = load_model(tmp_path / "opt", attn_implementation="eager")
+    ids = _ids(30)
+    captured = capture_qk(loaded.model, ids)
+    assert captured.scales == (1.0, 1.0)
+    assert _max_difference(captured.q, captured.k, captured.scales, _eager(loaded, ids)) < TOLERANCE
 
 
 LLAMA_SIZES = {  # a config.json field and value: the message's key phrase (before: a transformers traceback or

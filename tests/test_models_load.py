@@ -63,10 +63,12 @@ def test_directory_without_weights(tmp_path):
 
 
 def test_config_of_another_type_without_weights(tmp_path):
-    (tmp_path / "bert").mkdir()
-    (tmp_path / "bert" / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(UnsupportedModelError, match="'bert'"):
-        load_model(tmp_path / "bert")
+    """An architecture the capture cannot read (falcon: attention outside the interface) is refused from
+    config.json alone, before the weights are looked for."""
+    (tmp_path / "falcon").mkdir()
+    (tmp_path / "falcon" / "config.json").write_text(json.dumps({"model_type": "falcon"}))
+    with pytest.raises(UnsupportedModelError, match="'falcon' model.*AttentionInterface"):
+        load_model(tmp_path / "falcon")
 
 
 def test_missing_tokenizer_for_a_bpe_vocabulary(tmp_path):

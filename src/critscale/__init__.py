@@ -94,12 +94,23 @@ from . import gpu_records, plotting, provenance, resultmap, tables
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """``critscale.diagnose`` (:func:`critscale.diagnostic.pipeline.diagnose`), imported when first used."""
+    if name == "diagnose":
+        from .diagnostic.pipeline import diagnose
+
+        return diagnose
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "accumulation_scale",
     "beta_at_entropy",
     "beta_at_max_weight",
     "bounds",
     "crossover",
+    "diagnose",
     "extrapolation",
     "families",
     "fitting",

@@ -11,12 +11,13 @@ A pipeline of stages, one module each:
 5. report: :mod:`.report` (tables and text), :mod:`.figures`, and :mod:`.rundir` (the run directory
    and the provenance of every output).
 
-:mod:`.pipeline` runs stages 2-4 (:func:`diagnose_model`, :func:`diagnose_qk`).  Nothing here imports
+:mod:`.pipeline` runs stages 2-4 (:func:`diagnose`: an already-loaded transformers model and texts;
+:func:`diagnose_model`, :func:`diagnose_qk`).  Nothing here imports
 transformers; torch is imported by the q/k stages, and only when they are first used, so that the
 command line can refuse a bad input before paying for that import.
 """
 
-__all__ = ["Diagnosis", "diagnose_model", "diagnose_qk", "diagnose_source"]
+__all__ = ["Diagnosis", "diagnose", "diagnose_model", "diagnose_qk", "diagnose_source"]
 
 
 def __getattr__(name: str):

@@ -74,8 +74,9 @@ class Design:
         how = ("the last n tokens of each window (suffix design: fixed query tokens, growing context)"
                if self.kind == "suffix" else
                "the first n tokens of each window (prefix design: row length grows with query position)")
+        seen = "" if self.causal else "; each kept query sees all n keys of its forward (not causal)"
         return (f"{self.queries} query rows at each of {len(self.levels)} context lengths n = "
-                f"{', '.join(map(str, self.levels))}; a forward of length n is {how}")
+                f"{', '.join(map(str, self.levels))}; a forward of length n is {how}{seen}")
 
 
 def make_design(kind: str, window_length: int, *, queries: int = QUERIES, causal: bool = True) -> Design:

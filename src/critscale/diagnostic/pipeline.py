@@ -1,7 +1,8 @@
 """The diagnostic end to end: input -> q/k windows -> row statistics -> summaries beside nulls.
 
-:func:`diagnose_model` (a loaded model and token ids, suffix design) and :func:`diagnose_qk` (arrays
-of queries and keys, prefix design) differ only in their source of q and k; both then call
+:func:`diagnose` (an already-loaded transformers model and texts), :func:`diagnose_model` (a
+:class:`critscale.models.LoadedModel` and token ids) and :func:`diagnose_qk` (arrays
+of queries and keys, prefix design) differ only in their source of q and k; all then call
 :func:`diagnose_source`, which reads every head's rows, reads the null heads over the same design
 (:mod:`.nulls`) with the same code, summarises every unit (:mod:`.summary`) and returns a
 :class:`Diagnosis`.  Writing it is the report stage (:mod:`.report`).
@@ -212,21 +213,65 @@ def resolve_length(context: int, max_len: int | None) -> int:
     return int(max_len)
 
 
+def text_windows(tokenizer, texts, length: int, max_windows: int) -> np.ndarray:
+    """Windows ``(W, length)`` cut from each text's own tokens (none spans two texts), at most ``max_windows``."""
+    if isinstance(max_windows, bool) or int(max_windows) != max_windows or max_windows < 1:
+        raise DesignError(f"the number of windows must be an integer >= 1, got {max_windows!r}")
+    if isinstance(texts, str):
+        texts = [texts]
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise DesignError(f"texts must be a string or a sequence of strings, got {type(texts).__name__}") from None
+    if not texts or not all(isinstance(t, str) for t in texts):
+        raise DesignError("texts must be a non-empty string or sequence of strings")
+    windows, total = [], 0
+    for text in texts:
+        tokens = np.asarray(tokenizer.encode(text), dtype=np.int64)
+        total = max(total, len(tokens))
+        count = min(len(tokens) // length, int(max_windows) - sum(len(w) for w in windows))
+        if count > 0:
+            windows.append(tokens[:count * length].reshape(count, length))
+    if not windows:
+        raise DesignError(f"the texts are too short: the longest has {total} tokens, one window needs {length} "
+                          "(give longer texts or a smaller max_len)")
+    return np.concatenate(windows)
+
+
 def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: int = WINDOWS,
                    design: str = "suffix", queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
                    null_windows: int | None = None, seed: int = 0, backend: str = "auto",
                    keep_rows: bool = False, progress: bool = False, meta: dict | None = None) -> Diagnosis:
     """The diagnostic of ``loaded`` (a :class:`critscale.models.LoadedModel`) on token ids ``tokens``."""
     length = resolve_length(loaded.context, max_len)
-    plan = make_design(design, length, queries=queries)
     windows = token_windows(tokens, length, max_windows)
+    return diagnose_windows(loaded, windows, max_windows=max_windows, design=design, queries=queries, nulls=nulls,
+                            null_windows=null_windows, seed=seed, backend=backend, keep_rows=keep_rows,
+                            progress=progress, meta=meta)
+
+
+def diagnose_windows(loaded, windows: np.ndarray, *, max_windows: int = WINDOWS, design: str = "suffix",
+                     queries: int = 4, nulls=nulls_module.DEFAULT_NULLS, null_windows: int | None = None,
+                     seed: int = 0, backend: str = "auto", keep_rows: bool = False, progress: bool = False,
+                     meta: dict | None = None) -> Diagnosis:
+    """The diagnostic of ``loaded`` on token windows ``(W, T)``; the design is causal or not as the model's masks are.
+
+    For an encoder (rows that see every key) a level ``n`` is its own forward of ``n`` tokens
+    (:class:`.windows.ModelSource`).  A length rule read from such a model covers the lengths it read,
+    at most its position table (BERT: 512 positions): positions beyond the table cannot be read at all.
+    """
+    from critscale.models.capture import rows_are_causal
+
+    length = int(windows.shape[1])
+    causal = rows_are_causal(loaded.model, windows[0])
+    plan = make_design(design, length, queries=queries, causal=causal)
+    source = ModelSource(loaded, windows, causal=causal)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        count = len(windows) * (len(plan.levels) if design == "suffix" else 1)
-        bar = tqdm(total=count, desc="diagnose: forwards", unit="forward")
-    source = ModelSource(loaded, windows, on_forward=None if bar is None else (lambda: bar.update(1)))
+        bar = tqdm(total=len(windows) * source.forwards_per_window(plan), desc="diagnose: forwards", unit="forward")
+        source.on_forward = lambda: bar.update(1)
     try:
         diag = diagnose_source(source, plan, describe=loaded.describe(), nulls=nulls, null_windows=null_windows,
                                seed=seed, backend=backend, keep_rows=keep_rows,
@@ -238,6 +283,41 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
             bar.close()
     diag.meta["text_loss"] = source.loss.as_dict()
     return diag
+
+
+def diagnose(model, tokenizer, texts, *, max_len: int | None = None, max_windows: int = WINDOWS,
+             design: str = "suffix", queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
+             null_windows: int | None = None, seed: int = 0, backend: str = "auto", keep_rows: bool = False,
+             progress: bool = False, meta: dict | None = None) -> Diagnosis:
+    """The diagnostic of an already-loaded transformers ``model`` on ``texts`` (a string or a sequence of them).
+
+    ``model`` is any transformers model whose attention goes through ``AttentionInterface`` (a decoder or
+    an encoder), on any device or ``device_map``; ``tokenizer.encode`` turns each text into token ids,
+    and windows of ``max_len`` tokens (default min(1024, the model's context)) are cut from each text.
+    The model's attention implementation and training mode are put back afterwards.  Returns the
+    :class:`Diagnosis` that ``critscale diagnose --model`` computes.
+    """
+    from critscale.models.families import check_config
+    from critscale.models.load import LoadedModel
+
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(model, "base_model") or not hasattr(model, "set_attn_implementation"):
+        raise DesignError(f"model must be a transformers PreTrainedModel, got {type(model).__name__}")
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise DesignError(f"tokenizer must have an encode method, got {type(tokenizer).__name__}")
+    check_config(config)
+    name = str(getattr(config, "name_or_path", "") or type(model).__name__)
+    loaded = LoadedModel(model, tokenizer, name, "loaded")
+    length = resolve_length(loaded.context, max_len)
+    windows = text_windows(tokenizer, texts, length, max_windows)
+    training = model.training
+    model.eval()
+    try:
+        return diagnose_windows(loaded, windows, max_windows=max_windows, design=design, queries=queries,
+                                nulls=nulls, null_windows=null_windows, seed=seed, backend=backend,
+                                keep_rows=keep_rows, progress=progress, meta=meta)
+    finally:
+        model.train(training)
 
 
 def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,

@@ -3,7 +3,8 @@
 A source yields :class:`QKBlock` s: for one context length ``n`` and a batch of windows, the ``m``
 kept query rows and the ``n`` keys they see, for every layer and head (:mod:`.design`).  The model
 source runs the model (through :func:`critscale.models.capture.capture_qk`, which returns keys
-already expanded to the query heads and position encodings applied); the array source slices
+already expanded to the query heads and position encodings applied), one forward for every row set
+the model computes (an encoder's level ``n`` is its own forward of ``n`` tokens); the array source slices
 arrays held in memory (a ``--qk`` file, or a null head of :mod:`.nulls`).
 """
 
@@ -92,30 +93,47 @@ class TextLoss:
 class ModelSource:
     """A loaded model (:class:`critscale.models.LoadedModel`) run on windows of token ids ``(W, T)``.
 
-    Suffix design: one forward per level on the window's last ``n`` tokens.  Prefix design: one
-    forward per window, sliced at every level.  ``on_forward`` is called after each forward.
-    The forward of a whole window (the longest level) also scores the model's next-token
-    predictions on it: :attr:`loss` is the held-out loss of the text the diagnostic read.
+    Every row read is a row the model computes:
+
+    * a decoder (causal rows), suffix design: one forward per level on the window's last ``n`` tokens;
+      prefix design: one forward per window, sliced at every level (row ``i`` of a causal forward is
+      the same whatever follows it);
+    * an encoder (``causal=False``: every key visible), either design: one forward per level of ``n``
+      tokens (the last ``n`` of the window, or the first ``n``), its kept queries seeing all ``n`` keys.
+      The first ``n`` keys of one ``T``-token forward would be rows the encoder never computes: its
+      keys there have seen all ``T`` tokens.
+
+    ``causal`` is what the model's masks say (:func:`critscale.models.capture.rows_are_causal`).
+    ``on_forward`` is called after each forward.  The forward of a whole window (the longest level)
+    of a decoder with a language-model head also scores the model's next-token predictions on it:
+    :attr:`loss` is the held-out loss of the text the diagnostic read (empty for an encoder).
     """
 
-    def __init__(self, loaded, windows: np.ndarray, *, on_forward: Callable[[], None] | None = None):
+    def __init__(self, loaded, windows: np.ndarray, *, causal: bool = True,
+                 on_forward: Callable[[], None] | None = None):
         self.loaded = loaded
         self.windows = np.asarray(windows, dtype=np.int64)  # (W, T)
         self.n_layers, self.n_heads = loaded.n_layers, loaded.n_heads
         self.n_windows, self.window_length = self.windows.shape
         self.head_dim = loaded.head_dim
-        self.causal = True
+        self.causal = bool(causal)
         self.on_forward = on_forward
         self.loss = TextLoss()
 
     def forwards_per_window(self, design: Design) -> int:
-        return len(design.levels) if design.kind == "suffix" else 1
+        return 1 if design.kind == "prefix" and self.causal else len(design.levels)
+
+    def _scores_loss(self) -> bool:
+        return self.causal and self.loaded.model.get_output_embeddings() is not None
 
     def _capture(self, ids: np.ndarray):
         from critscale.models.capture import capture_qk, next_token_nats
 
-        whole = len(ids) == self.window_length
+        whole = len(ids) == self.window_length and self._scores_loss()
         captured = capture_qk(self.loaded.model, ids, hidden=whole)
+        if captured.causal != self.causal:
+            raise ValueError(f"the model's rows are {'causal' if captured.causal else 'bidirectional'} at "
+                             f"{len(ids)} tokens, unlike the design's")
         if whole:
             nats, count = next_token_nats(self.loaded.model, captured.hidden, ids)
             self.loss.nats += nats
@@ -125,13 +143,17 @@ class ModelSource:
             self.on_forward()
         return captured
 
+    def _forward_ids(self, ids: np.ndarray, n: int, design: Design) -> np.ndarray:
+        """The tokens of the forward of level ``n``: the window's last ``n`` (suffix) or first ``n`` (prefix)."""
+        return ids[:n] if design.kind == "prefix" else ids[self.window_length - n:]
+
     def blocks(self, design: Design) -> Iterator[QKBlock]:
-        T, m = self.window_length, design.queries
+        m = design.queries
         self.loss = TextLoss()
         for w, ids in enumerate(self.windows):
-            full = self._capture(ids) if design.kind == "prefix" else None
+            full = self._capture(ids) if design.kind == "prefix" and self.causal else None
             for n in design.levels:
-                cap = full if full is not None else self._capture(ids[T - n:])
+                cap = full if full is not None else self._capture(self._forward_ids(ids, n, design))
                 q = cap.q[:, :, None, n - m:n]  # (L, H, 1, m, d_h)
                 k = cap.k[:, :, None, :n]  # (L, H, 1, n, d_h)
-                yield QKBlock(np.array([w]), n, q, k, np.asarray(cap.scales, dtype=np.float64), True)
+                yield QKBlock(np.array([w]), n, q, k, np.asarray(cap.scales, dtype=np.float64), self.causal)

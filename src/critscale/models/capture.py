@@ -1,21 +1,26 @@
-"""Capture q and k of every layer and head, and form the causal logit rows.
+"""Capture q and k of every layer and head, and form the logit rows the model computes.
 
-Forward hooks (set by the model's family adapter, :mod:`.families`) record q and k of every
-layer during one forward pass of the model's base (no language-model head, no key/value cache);
-the model itself never needs to materialise an n x n attention matrix (use
-``attn_implementation="sdpa"``).  q and k are taken after any position encoding (the rotary
-embedding of the Llama family), and grouped key/value heads are expanded to the query heads they
-serve, so head ``h`` of ``k`` is the key of query head ``h``.  The causal logit rows are
-(theory.md §6 P-13)
+One forward of the model's base (no language-model head, no key/value cache) runs with the capturing
+attention function of :mod:`.interface`, registered with transformers' ``AttentionInterface``: q and k
+are recorded as the model's attention receives them, after every position encoding (rotary embedding,
+QK-norm), with the module's own ``scaling`` and mask, and grouped key/value heads expanded to the query
+heads they serve (head ``h`` of ``k`` is the key of query head ``h``).  Any architecture whose attention
+goes through the interface is read this way (GPT-2, the Llama family, Qwen3, Gemma 3, Phi-3, GPT-NeoX,
+BERT, ...); the others are refused by name (:func:`.interface.check_routed`).
 
-    s_ij = scale_l * q_i . k_j,   j <= i,   so row i has n = i + 1 entries,
+The rows are (theory.md §6 P-13)
 
-at the model's own temperature ``scale_l`` (GPT-2: :func:`attention_scale`; Llama family: the
-attention module's ``scaling``).  A head's rows are stored as a ``(T, T)`` matrix with ``-inf``
-above the diagonal, the masked entries of the critscale row API.
+    s_ij = scale_l * q_i . k_j   for the keys j that query i sees,
 
-A model spread over several devices (``load_model(..., device_map=...)``) is supported: the
-captured tensors are moved to the device of the input embedding.
+at the model's own temperature ``scale_l``.  The capture checks each layer's mask: a decoder's rows are
+causal prefixes (``j <= i``, stored as a ``(T, T)`` matrix with ``-inf`` above the diagonal by
+:func:`causal_logits`), an encoder's rows hold every key (:attr:`CapturedQK.causal` False).  A mask that
+hides keys inside a row (a sliding window shorter than the sequence) is refused: such rows are not what
+the diagnostic reads.  Logit soft-capping (Gemma 2) is applied in the forward but refused for the rows,
+which are then not ``scale * q . k``.
+
+A model spread over several devices (``device_map=...``) is supported: the captured tensors are moved
+to the device of the input embedding.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import SequenceTooLongError
-from .families import family_of
+from .errors import SequenceTooLongError, UnsupportedModelError
+from .families import check_config, context_limit, shape_of
 from .gpt2_family import attention_scale
+from .interface import calls_of, recording
 
 __all__ = ["CapturedQK", "attention_check", "attention_scale", "capture_qk", "causal_logits", "expand_kv_heads",
-           "input_device", "next_token_nats"]
+           "input_device", "next_token_nats", "rows_are_causal"]
 
 
 @dataclass
@@ -40,6 +46,7 @@ class CapturedQK:
     k: torch.Tensor  # (layers, heads, T, d_h), key/value heads expanded to the query heads
     scales: tuple[float, ...]  # the model's logit scale per layer
     hidden: torch.Tensor | None = None  # (T, width) the base model's last hidden state, when asked for
+    causal: bool = True  # rows are causal prefixes (decoder); False: every key visible (encoder)
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -74,6 +81,21 @@ def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
     return k.repeat_interleave(n_heads // kv, dim=0)  # (n_heads, T, d_h)
 
 
+def _mask_kind(call, layer: int, T: int, model_type) -> bool:
+    """Whether layer ``layer``'s rows are causal prefixes (True) or hold every key (False); else refused."""
+    visible = call.visible()[0]  # (1 or H, T, T)
+    if bool(visible.all()):
+        return False
+    causal = torch.ones(T, T, dtype=torch.bool, device=visible.device).tril()
+    if bool((visible == causal).all()):
+        return True
+    if call.sliding_window is not None and bool((visible <= causal).all()):
+        raise SequenceTooLongError(f"sequence of {T} tokens exceeds the sliding window of layer {layer} "
+                                   f"({call.sliding_window} tokens): its rows are windows, not full prefixes")
+    raise UnsupportedModelError(f"{model_type!r} model: layer {layer}'s attention mask is neither causal nor "
+                                "bidirectional, so its rows are not full")
+
+
 @torch.no_grad()
 def capture_qk(model, input_ids, *, hidden: bool = False) -> CapturedQK:
     """Run ``model`` on one sequence and return the q and k of every layer and head.
@@ -81,29 +103,43 @@ def capture_qk(model, input_ids, *, hidden: bool = False) -> CapturedQK:
     ``hidden=True`` also keeps the base model's last hidden state (final norm applied), from which
     the language-model head gives the next-token logits (:func:`next_token_nats`).
     """
-    family = family_of(model.config)
-    shape = family.shape(model.config)
+    config = model.config
+    model_type = getattr(config, "model_type", None)
+    check_config(config)
+    shape = shape_of(config)
     ids = _as_batch(input_ids)
-    limit, what = family.max_tokens(model.config)
+    limit, what = context_limit(config)
     if ids.shape[1] > limit:
         raise SequenceTooLongError(f"sequence of {ids.shape[1]} tokens exceeds {what}: {limit} tokens")
-    captured: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-
-    def record(layer, q, k):
-        captured[layer] = (q.detach(), k.detach())
-
     device = input_device(model)
-    handles = family.install_hooks(model, record)
-    try:
-        out = model.base_model(input_ids=ids.to(device), use_cache=False)
-    finally:
-        for handle in handles:
-            handle.remove()
-    q = torch.stack([captured[i][0].to(device, torch.float32) for i in range(shape.n_layers)])  # (L, H, T, d_h)
-    k = torch.stack([expand_kv_heads(captured[i][1].to(device, torch.float32), shape.n_heads)
-                     for i in range(shape.n_layers)])  # (L, H, T, d_h)
+    with recording(model) as calls:
+        out = model.base_model(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device),
+                               use_cache=False)
+    calls = calls_of(calls, shape.n_layers, model_type)
+    T = ids.shape[1]
+    kinds = {_mask_kind(call, layer, T, model_type) for layer, call in enumerate(calls)}
+    if len(kinds) > 1:
+        raise UnsupportedModelError(f"{model_type!r} model mixes causal and bidirectional layers")
+    capped = [(layer, call.softcap) for layer, call in enumerate(calls) if call.softcap is not None]
+    if capped:
+        raise UnsupportedModelError(f"{model_type!r} model soft-caps its attention logits (softcap {capped[0][1]:g}"
+                                    f" in layer {capped[0][0]}): its rows are c * tanh(s / c), not scale * q . k")
+    q = torch.stack([call.query[0].to(device, torch.float32) for call in calls])  # (L, H, T, d_h)
+    k = torch.stack([call.key[0].to(device, torch.float32) for call in calls])  # (L, H, T, d_h)
     last = out.last_hidden_state[0].to(device) if hidden else None  # (T, width)
-    return CapturedQK(q=q, k=k, scales=family.scales(model), hidden=last)
+    return CapturedQK(q=q, k=k, scales=tuple(call.scaling for call in calls), hidden=last, causal=kinds.pop())
+
+
+PROBE_TOKENS = 16  # tokens of the forward that tells a decoder's causal rows from an encoder's
+
+
+def rows_are_causal(model, input_ids) -> bool:
+    """Whether ``model``'s rows are causal prefixes (a decoder) or hold every key (an encoder), from its masks.
+
+    One forward of the first :data:`PROBE_TOKENS` tokens of ``input_ids`` through the capture.
+    """
+    ids = _as_batch(input_ids)[:, :PROBE_TOKENS]
+    return capture_qk(model, ids).causal
 
 
 @torch.no_grad()
@@ -124,7 +160,7 @@ def attention_check(model, input_ids) -> float:
     """Largest |softmax of the captured rows - the model's own eager attention probabilities| over all heads.
 
     The check that the capture reads what the model multiplies (position encodings, grouped heads,
-    logit scale): float32 rounding gives about 1e-7.  The model runs once with transformers' eager
+    logit scale, mask): float32 rounding gives about 1e-7.  The model runs once with transformers' eager
     attention (``output_attentions=True``) and is put back to its attention implementation after.
     """
     ids = _as_batch(input_ids)
@@ -135,10 +171,11 @@ def attention_check(model, input_ids) -> float:
         attentions = model(ids.to(device), output_attentions=True, use_cache=False).attentions  # per layer (1, H, T, T)
     finally:
         model.set_attn_implementation(before)
-    captured = capture_qk(model, ids)
-    return max(float((torch.softmax(causal_logits(captured.q[l], captured.k[l], captured.scales[l]), -1)
-                      - attentions[l][0].to(device, torch.float64)).abs().max())
-               for l in range(len(attentions)))
+    with recording(model) as calls:
+        model(ids.to(device), use_cache=False)
+    calls = calls_of(calls, len(attentions), getattr(model.config, "model_type", None))
+    return max(float((torch.softmax(call.logits().to(device), -1) - attention.to(device, torch.float64)).abs().max())
+               for call, attention in zip(calls, attentions))
 
 
 def causal_logits(q: torch.Tensor, k: torch.Tensor, scale: float, dtype=torch.float64) -> torch.Tensor:

@@ -1,26 +1,28 @@
-"""The architecture families the loader and the q/k capture support, as one registry.
+"""The configuration side of the supported architectures: sizes, context, sliding windows, refusals.
 
-A family adapter (:class:`Family`) knows, for the models of its ``model_types``:
+The q/k capture reads any architecture whose attention goes through transformers' ``AttentionInterface``
+(:mod:`.interface`); what it needs of a configuration is architecture-neutral and read here:
 
-- their shape (:class:`Shape`: layers, query heads, key/value heads, head dimension, context),
-- the longest sequence whose attention rows are full causal prefixes (:meth:`Family.max_tokens`),
-- the logit scale each layer applies to ``q . k`` (:meth:`Family.scales`),
-- how to record q and k of every layer, after any position encoding (:meth:`Family.install_hooks`).
+- :func:`shape_of`: layers, query heads, key/value heads, head dimension, width, position table, vocabulary
+  (from the standard names ``num_hidden_layers``, ``num_attention_heads``, ..., which GPT-2's configuration
+  maps onto its ``n_layer``, ``n_head``, ...);
+- :func:`context_limit`: the longest sequence whose rows are full (causal prefixes or, for an encoder, all
+  keys): the position table, or a smaller sliding window;
+- :func:`check_config`: refuses, by name, what the capture cannot read (architectures outside the interface,
+  encoder-decoders, cross-attention).
 
-Everything else (loading, the forward pass, stacking, moving to one device, expanding grouped
-key/value heads) is shared by :mod:`.load` and :mod:`.capture`.
+:class:`Family` holds the size checks of :mod:`.model_size` (the fields that size a model, their
+consistency and the parameter count): GPT-2 (:mod:`.gpt2_family`) and the Llama family
+(:mod:`.llama_family`) name their own fields; any other architecture uses :class:`GenericFamily`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable
 
 from .errors import UnsupportedModelError
-
-# record(layer, q, k): q of shape (heads, T, d_h), k of shape (kv_heads, T, d_h), position encoding applied
-Recorder = Callable[[int, object, object], None]
+from .interface import check_routed
 
 
 @dataclass(frozen=True)
@@ -32,12 +34,65 @@ class Shape:
     n_kv_heads: int  # key/value heads (fewer than n_heads under grouped-query attention)
     head_dim: int
     width: int
-    context: int  # trained context (position embeddings)
+    context: int  # the position table (max_position_embeddings): the longest sequence the model reads
     vocab_size: int
 
 
+def text_config(config):
+    """The configuration of the language model (the text part of a multimodal configuration)."""
+    getter = getattr(config, "get_text_config", None)
+    return getter() if callable(getter) else config
+
+
+def shape_of(config) -> Shape:
+    """The model's sizes from its configuration, under transformers' standard attribute names."""
+    c = text_config(config)
+    heads = int(c.num_attention_heads)
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
+    return Shape(n_layers=int(c.num_hidden_layers), n_heads=heads,
+                 n_kv_heads=int(getattr(c, "num_key_value_heads", None) or heads), head_dim=int(head_dim),
+                 width=int(c.hidden_size), context=int(c.max_position_embeddings), vocab_size=int(c.vocab_size))
+
+
+def sliding_windows(config) -> list:
+    """Each layer's sliding window as the configuration declares it (None: the layer sees every key).
+
+    A configuration with ``layer_types`` windows its ``sliding_attention`` layers; one without applies
+    ``sliding_window`` (when set) to every layer.  The capture checks each layer's mask as well.
+    """
+    c = text_config(config)
+    window = getattr(c, "sliding_window", None)
+    kinds = getattr(c, "layer_types", None)
+    if kinds:
+        return [window if kind == "sliding_attention" else None for kind in kinds]
+    return [window] * int(c.num_hidden_layers)
+
+
+def context_limit(config) -> tuple[int, str]:
+    """The longest sequence whose rows are full, and what sets it (for messages)."""
+    context = shape_of(config).context
+    sliding = [(w, layer) for layer, w in enumerate(sliding_windows(config)) if w is not None and w < context]
+    if not sliding:
+        return context, "the model's context"
+    window = min(w for w, _ in sliding)
+    layers = [layer for w, layer in sliding if w == window]
+    return window, (f"the sliding window of layers {layers[0]}..{layers[-1]} (a longer row is a window, "
+                    "not the full row the diagnostic reads)")
+
+
+def check_config(config, source: str = "the model") -> None:
+    """Refuse, in one line naming it, a configuration whose attention the capture cannot read."""
+    model_type = getattr(config, "model_type", None)
+    check_routed(model_type, source)
+    if getattr(config, "is_encoder_decoder", False):
+        raise UnsupportedModelError(f"{source} is a {model_type!r} encoder-decoder; the q/k capture reads "
+                                    "decoders and encoders with self-attention only")
+    if getattr(text_config(config), "add_cross_attention", False):
+        raise UnsupportedModelError(f"{source} has cross-attention; only self-attention is supported")
+
+
 class Family(ABC):
-    """One architecture family; subclasses fill in the methods (see the module docstring)."""
+    """The size checks of one architecture's configuration (see the module docstring)."""
 
     name: str = ""
     model_types: tuple[str, ...] = ()
@@ -47,9 +102,6 @@ class Family(ABC):
     size_fields: tuple[str, ...] = ()
     optional_size_fields: tuple[str, ...] = ()
 
-    def check_config(self, config, source: str) -> None:
-        """Raise :class:`UnsupportedModelError` for a configuration the capture cannot reproduce."""
-
     def size_problem(self, config) -> str | None:
         """What makes the (positive) sizes inconsistent, e.g. a width that is not a multiple of the heads; else None."""
         return None
@@ -58,25 +110,37 @@ class Family(ABC):
     def parameter_terms(self, config) -> list[tuple[str, int]]:
         """The model's parameter count as terms, each with the fields (and values) that make it."""
 
-    @abstractmethod
     def shape(self, config) -> Shape:
         """The model's sizes, from its configuration."""
+        return shape_of(config)
 
-    def max_tokens(self, config) -> tuple[int, str]:
-        """The longest sequence whose rows are full causal prefixes, and what sets it (for messages)."""
-        return self.shape(config).context, "the model's context"
 
-    @abstractmethod
-    def attention_modules(self, model) -> list:
-        """Each layer's attention module; :class:`UnsupportedModelError` when the structure is not the family's."""
+class GenericFamily(Family):
+    """Any architecture routed through the interface, sized by transformers' standard field names."""
 
-    @abstractmethod
-    def scales(self, model) -> tuple[float, ...]:
-        """The factor each layer multiplies ``q . k`` by: the model's own inverse temperature."""
+    name = "any architecture through transformers' AttentionInterface"
+    size_fields = ("num_hidden_layers", "num_attention_heads", "hidden_size", "max_position_embeddings",
+                   "vocab_size")
+    optional_size_fields = ("num_key_value_heads", "head_dim", "intermediate_size")
 
-    @abstractmethod
-    def install_hooks(self, model, record: Recorder) -> list:
-        """Register hooks that call ``record`` once per layer during a forward pass; return the handles."""
+    def size_problem(self, config) -> str | None:
+        c = text_config(config)
+        heads = c.num_attention_heads
+        kv_heads = getattr(c, "num_key_value_heads", None) or heads
+        if heads % kv_heads:
+            return f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+        if not getattr(c, "head_dim", None) and c.hidden_size % heads:
+            return f"hidden_size {c.hidden_size} is not a multiple of num_attention_heads {heads}"
+        return None
+
+    def parameter_terms(self, config) -> list[tuple[str, int]]:
+        c, s = text_config(config), shape_of(config)
+        inner = getattr(c, "intermediate_size", None) or 4 * s.width
+        attention = s.width * s.head_dim * (2 * s.n_heads + 2 * s.n_kv_heads)  # q, k, v, o projections
+        block = attention + 3 * s.width * inner  # at most three MLP matrices (gated or not)
+        return [(f"vocab_size {s.vocab_size} x hidden_size {s.width}", 2 * s.vocab_size * s.width),
+                (f"num_hidden_layers {s.n_layers} x hidden_size {s.width} (intermediate_size {inner}, "
+                 f"{s.n_heads} heads of {s.head_dim})", s.n_layers * block)]
 
 
 def _families() -> tuple[Family, ...]:
@@ -86,22 +150,27 @@ def _families() -> tuple[Family, ...]:
     return GPT2Family(), LlamaFamily()
 
 
-def supported() -> str:
-    """The supported families and their ``model_type`` values, for messages."""
-    return "; ".join(f"{f.name} ({', '.join(f.model_types)})" for f in _families())
+def check_config_type(model_type, source: str = "the model") -> None:
+    """Refuse a ``model_type`` that is missing, unknown to transformers, or not routed through the interface."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if not isinstance(model_type, str) or not model_type:
+        raise UnsupportedModelError(f"{source} names no model_type")
+    if model_type not in CONFIG_MAPPING_NAMES:
+        raise UnsupportedModelError(f"{source} is a {model_type!r} model, which this transformers does not know")
+    check_routed(model_type, source)
 
 
 def family_named(model_type, source: str = "the model") -> Family:
-    """The family adapter of ``model_type``; :class:`UnsupportedModelError` naming the supported ones if none."""
+    """The size checks of ``model_type``; :class:`UnsupportedModelError` for one the capture cannot read."""
+    check_config_type(model_type, source)
     for family in _families():
         if model_type in family.model_types:
             return family
-    raise UnsupportedModelError(f"{source} is a {model_type!r} model, which the q/k capture does not support; "
-                                f"supported model_type values: {supported()}")
+    return GenericFamily()
 
 
 def family_of(config, source: str = "the model") -> Family:
-    """The family adapter for a transformers ``config``, after the family's own configuration checks."""
-    family = family_named(getattr(config, "model_type", None), source)
-    family.check_config(config, source)
-    return family
+    """The size checks for a transformers ``config``, after :func:`check_config`."""
+    check_config(config, source)
+    return family_named(getattr(config, "model_type", None), source)

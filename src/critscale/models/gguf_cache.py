@@ -13,7 +13,8 @@ file's name, hash and quantisation and the SHA-256 of each file of the copy (:mo
 Before the copy is used, its files are hashed and compared with that record (0.5 s for SmolLM2's
 538 MB on this project's 2-core machine with the file in the page cache, against about 60 s to
 dequantise); a copy that does not match, or has no valid record, is rebuilt once, with one line on
-stderr saying why.  The header is checked first (:mod:`.gguf_header`), and the memory, the disk and the
+stderr saying why.  The header is checked first (:mod:`.gguf_header`), its architecture
+(:func:`check_architecture`: one transformers reads from GGUF and the q/k capture reads), and the memory, the disk and the
 cache directory's permission to write before the dequantisation starts.
 """
 
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 
 from .checkpoint import check_finite, check_loading_info
-from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, one_line
+from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError, one_line
 from .families import family_of
 from .gguf_header import Header, read_header
 from .model_size import check_config_sizes, check_fits, readable_size
@@ -73,6 +74,39 @@ def gguf_file_of(source: str) -> Path | None:
     if not path.is_file():
         raise ModelNotFoundError(f"GGUF file {source} does not exist")
     return path.resolve()
+
+
+# GGUF architecture (llama.cpp's general.architecture) -> transformers model_type, where the names differ
+GGUF_MODEL_TYPES = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "qwen2moe": "qwen2_moe",
+                    "qwen3moe": "qwen3_moe", "gpt-oss": "gpt_oss", "minimax-m2": "minimax_m2"}
+# architectures transformers reads from GGUF whose models the q/k capture does not read
+GGUF_NOT_READ = {"t5": "an encoder-decoder", "umt5": "an encoder-decoder", "t5encoder": "a T5 encoder",
+                 "mamba": "a state-space model without attention"}
+
+
+def check_architecture(header: Header, path: Path) -> str:
+    """The transformers ``model_type`` of a GGUF file's ``general.architecture``, read from its header alone.
+
+    Refused in one line naming the architecture, before anything is dequantised: one that transformers'
+    GGUF loader does not read, or one whose model the q/k capture cannot read (:mod:`.interface`).
+    """
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    from .families import check_config_type
+
+    architecture = header.metadata.get("general.architecture")
+    if not isinstance(architecture, str) or not architecture:
+        raise InvalidCheckpointError(f"GGUF file {path} names no general.architecture in its header")
+    model_type = GGUF_MODEL_TYPES.get(architecture, architecture)
+    readable = [a for a in GGUF_SUPPORTED_ARCHITECTURES if a not in ("general", "tokenizer")]
+    if architecture not in readable and model_type not in readable:
+        raise UnsupportedModelError(f"GGUF file {path} holds a {architecture!r} model, which transformers' GGUF "
+                                    f"loader does not read (it reads {', '.join(sorted(readable))})")
+    if architecture in GGUF_NOT_READ:
+        raise UnsupportedModelError(f"GGUF file {path} holds a {architecture!r} model ({GGUF_NOT_READ[architecture]}),"
+                                    " which the q/k capture does not read")
+    check_config_type(model_type, f"GGUF file {path}")
+    return model_type
 
 
 def quantisation_of(header: Header) -> dict:
@@ -173,6 +207,7 @@ def dequantised_directory(path: Path, cache_root: str | Path = CACHE_ROOT, *,
     """
     path = Path(path)
     header = read_header(path)
+    check_architecture(header, path)
     digest = file_sha256(path)
     root = Path(cache_root)
     directory = root / digest[:16]

