@@ -31,6 +31,7 @@ import numpy as np
 
 __all__ = [
     "MAX_ELEMENTS",
+    "CACHE_ELEMENTS",
     "as_real",
     "as_number",
     "as_integer",
@@ -49,6 +50,8 @@ __all__ = [
 
 # Largest number of float64 elements one temporary array may hold (2**22 = 32 MiB).
 MAX_ELEMENTS = 2**22
+# Float64 values of one working block of a single scan (2**16 = 512 KiB, well inside one core's L2 cache).
+CACHE_ELEMENTS = 2**16
 
 
 def _is_torch(x: Any) -> bool:
@@ -69,11 +72,14 @@ class Converted:
         the original leading shape ``(...)``.
     device:
         the torch device of the input, or ``None`` when the input was not a tensor.
+    top:
+        ``(rows,)`` the row maxima (finite: every row has a valid entry).
     """
 
     values: np.ndarray
     batch_shape: tuple[int, ...]
     device: Any
+    top: np.ndarray
 
     @property
     def n(self) -> int:
@@ -211,6 +217,64 @@ def describe_rows(bad: np.ndarray, batch_shape: tuple[int, ...], limit: int = 10
     return "[" + ", ".join(names) + "]" + more
 
 
+def _check_entries(arr: np.ndarray, flat: np.ndarray, name: str, batch_shape: tuple[int, ...]) -> None:
+    """Refuse NaN, ``+inf`` and rows with no finite entry, in that order, naming the first offender.
+
+    One check at a time over the whole array: the diagnosis of an input that the single scan of
+    :func:`_row_extremes` found bad (and the reference that scan is tested against).
+    """
+    if np.isnan(flat).any():
+        where = np.argwhere(np.isnan(arr))[0]
+        raise ValueError(f"{name} contain NaN (first at index {tuple(int(i) for i in where)})")
+    if np.isposinf(flat).any():
+        where = np.argwhere(np.isposinf(arr))[0]
+        raise ValueError(f"{name} contain +inf (first at index {tuple(int(i) for i in where)}); "
+                         "only -inf is allowed, and it marks a masked entry")
+    empty = ~np.isfinite(flat).any(axis=-1)  # (rows,)
+    if empty.any():
+        raise ValueError(f"{name}: rows empty after masking (every entry is -inf): rows "
+                         f"{describe_rows(empty, batch_shape)}")
+
+
+def _block_extremes(block: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row maxima and minima over the finite entries of an ``(r, c)`` block (``scratch`` of the same shape).
+
+    The maximum is NaN for a row with a NaN and ``+inf`` for a row with ``+inf``.  Rows with a
+    ``-inf`` entry get their minimum from ``block + 0 * block``, which is the block with ``-inf`` read
+    as NaN, through the NaN-ignoring ``fmin``; a row with no finite entry gets ``+inf``.
+    """
+    top = block.max(axis=-1)  # (r,)
+    low = block.min(axis=-1)  # (r,)
+    masked = low == -np.inf  # (r,)
+    if masked.any():
+        sub = block[masked] if not masked.all() else block  # (r', c)
+        out = scratch[: sub.shape[0]]
+        with np.errstate(invalid="ignore"):
+            np.multiply(sub, 0.0, out=out)
+            np.add(sub, out, out=out)  # -inf -> NaN, finite entries unchanged
+        finite_low = np.fmin.reduce(out, axis=-1)  # (r',) NaN where no entry is finite
+        low[masked] = np.where(np.isnan(finite_low), np.inf, finite_low)
+    return top, low
+
+
+def _row_extremes(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row maxima (NaN or ``+inf`` flag a bad row) and minima over the finite entries, in one scan.
+
+    The array is read once, in blocks of :data:`CACHE_ELEMENTS` values, and every reduction of a
+    block runs while the block is in cache.
+    """
+    rows, n = flat.shape
+    top = np.full(rows, -np.inf)  # (rows,)
+    low = np.full(rows, np.inf)  # (rows,)
+    scratch = np.empty(min(CACHE_ELEMENTS, rows * n))
+    for rs, cs in blocks(rows, n, max_elements=min(CACHE_ELEMENTS, MAX_ELEMENTS)):
+        block = flat[rs, cs]
+        block_top, block_low = _block_extremes(block, scratch[: block.size].reshape(block.shape))
+        top[rs] = np.maximum(top[rs], block_top)  # NaN propagates
+        low[rs] = np.minimum(low[rs], block_low)
+    return top, low
+
+
 def as_scores(scores: Any, name: str = "scores") -> Converted:
     """Validate a score array ``(..., n)`` and flatten its batch axes.
 
@@ -218,6 +282,7 @@ def as_scores(scores: Any, name: str = "scores") -> Converted:
     ``+inf`` raise ``ValueError``, and so does a row whose every entry is masked (or a row of length zero).
     The score range of a row must be representable:
     ``max - min`` has to be finite in float64.
+    The array is scanned once (:func:`_row_extremes`); only a bad input is scanned again, to name the problem.
     """
     arr, device = _to_numpy(scores, name, masked_value=-np.inf)
     if arr.ndim == 0:
@@ -227,27 +292,16 @@ def as_scores(scores: Any, name: str = "scores") -> Converted:
     if n == 0:
         raise ValueError(f"{name} has rows of length 0: every row needs at least one entry")
     flat = arr.reshape(-1, n)  # (rows, n)
-    if np.isnan(flat).any():
-        where = np.argwhere(np.isnan(arr))[0]
-        raise ValueError(f"{name} contain NaN (first at index {tuple(int(i) for i in where)})")
-    if np.isposinf(flat).any():
-        where = np.argwhere(np.isposinf(arr))[0]
-        raise ValueError(f"{name} contain +inf (first at index {tuple(int(i) for i in where)}); "
-                         "only -inf is allowed, and it marks a masked entry")
-    if flat.shape[0] > 0:
-        valid = np.isfinite(flat)  # (rows, n)
-        empty = ~valid.any(axis=-1)  # (rows,)
-        if empty.any():
-            raise ValueError(f"{name}: rows empty after masking (every entry is -inf): rows "
-                             f"{describe_rows(empty, batch_shape)}")
-        with np.errstate(invalid="ignore", over="ignore"):
-            top = np.max(flat, axis=-1)  # (rows,)
-            low = np.min(np.where(valid, flat, np.inf), axis=-1)  # (rows,)
-            span = top - low
-        if not np.isfinite(span).all():
-            raise ValueError(f"{name}: the range max - min of rows {describe_rows(~np.isfinite(span), batch_shape)} "
-                             "overflows float64")
-    return Converted(values=flat, batch_shape=batch_shape, device=device)
+    top, low = _row_extremes(flat)  # (rows,), (rows,)
+    if not np.isfinite(top).all():
+        _check_entries(arr, flat, name, batch_shape)
+        raise AssertionError(f"{name}: a row maximum is not finite, yet no entry is NaN or +inf")
+    with np.errstate(over="ignore"):
+        span = top - low  # (rows,)
+    if not np.isfinite(span).all():
+        raise ValueError(f"{name}: the range max - min of rows {describe_rows(~np.isfinite(span), batch_shape)} "
+                         "overflows float64")
+    return Converted(values=flat, batch_shape=batch_shape, device=device, top=top)
 
 
 def as_beta(beta: Any, name: str = "beta") -> tuple[np.ndarray, bool]:

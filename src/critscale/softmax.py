@@ -14,16 +14,18 @@ separately (multiplicity ``m0``) so that :math:`\\log Z = \\operatorname{log1p}(
 e^{-\\beta\\Delta_i})` keeps full relative precision when the row has collapsed (``Z - 1`` tiny).
 Masked (``-inf``) scores never enter a sum, also at ``beta = 0`` (no ``0 * inf``).
 
-Memory is bounded: rows and, for long rows, columns are processed in blocks so that no temporary
-holds more than ``2**22`` float64 values, whatever the row count, row length and number of betas.
+Speed and memory: rows and, for long rows, columns are processed in cache-sized blocks of
+``2**16`` gaps, and each block is summed at every beta before the next is read, so no temporary is
+larger than a block whatever the row count, row length and number of betas.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from . import _validate
 from ._validate import as_beta, as_scores, blocks
 
 __all__ = ["SoftmaxStats", "softmax_stats"]
@@ -58,11 +60,96 @@ class _GapSums(NamedTuple):
     first: np.ndarray  # sum_i Delta_i e^{-beta Delta_i}
 
 
-def _gap_sums(gaps: np.ndarray, betas: np.ndarray) -> _GapSums:
-    """Exponential sums of ``(rows, n)`` gaps (``+inf`` = masked, any order) at betas ``(m,)``.
+_MIN_INNER = 256  # betas are grouped so that one numpy call spans at least this many values of a short row
+_UNDERFLOW = -746.0  # exp(x) is exactly 0 in float64 for every x below -745.14
 
-    Rows and columns are blocked so a ``(block_rows, m, block_cols)`` temporary holds at most
-    ``2**22`` values.
+
+class _Block(NamedTuple):
+    """One cache-sized block of gaps, prepared once for all betas."""
+
+    delta: np.ndarray  # (r, 1, c) the gaps, 0 where a gap is zero or masked
+    keep: np.ndarray  # (r, 1, c) 1.0 at the finite positive gaps, 0.0 elsewhere
+    zeros: np.ndarray  # (r,) number of zero gaps
+    largest: float  # the largest finite gap
+
+
+def _prepare(gaps: np.ndarray) -> _Block:
+    """Split an ``(r, c)`` block of gaps (``+inf`` = masked) into what the exponential sums need."""
+    largest = float(gaps.max())
+    if largest == np.inf:
+        delta = np.where(gaps < np.inf, gaps, 0.0)  # (r, c)
+        largest = float(delta.max())
+    else:
+        delta = gaps  # (r, c) nothing masked: the gaps themselves
+    keep = (delta > 0).astype(np.float64)  # (r, c)
+    zeros = np.count_nonzero(gaps == 0, axis=-1)  # (r,)
+    return _Block(delta[:, None, :], keep[:, None, :], zeros, largest)
+
+
+def _weights(block: _Block, betas: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``exp(-beta * Delta)`` at the kept gaps and 0 elsewhere, written into ``out`` ``(r, b, c)``.
+
+    Exponents below ``_UNDERFLOW`` give 0 either way; they are set aside before the exponential,
+    whose vector loop is many times slower on them.
+    """
+    with np.errstate(over="ignore"):  # beta * gap = inf underflows to weight 0, as it should
+        np.multiply(block.delta, -betas[None, :, None], out=out)
+    if float(betas.max()) * block.largest > -_UNDERFLOW:  # some exponents are below _UNDERFLOW
+        tiny = out < _UNDERFLOW
+        np.copyto(out, 0.0, where=tiny)
+        np.exp(out, out=out)
+        np.copyto(out, 0.0, where=tiny)
+    else:
+        np.exp(out, out=out)
+    return np.multiply(out, block.keep, out=out)  # zero gaps are counted in m0, masked ones nowhere
+
+
+def _block_sums(gaps_of: Callable[[slice, slice], np.ndarray], rows: int, n: int, betas: np.ndarray) -> _GapSums:
+    """Exponential sums of ``(rows, n)`` gaps, formed block by block by ``gaps_of(row_slice, column_slice)``.
+
+    Each block of about :data:`~critscale._validate.CACHE_ELEMENTS` gaps is prepared once and stays in
+    cache while it is summed at one beta after another (several at once for short rows); every
+    temporary is a block, so memory stays small whatever the row count, row length and number of betas.
+    Inside a block each sum runs along a whole block row, so a row that fits in one block is summed
+    in the same order as by :func:`_gap_sums_broadcast`.
+    """
+    m = betas.shape[-1]
+    group = min(m, max(1, -(-_MIN_INNER // n)))  # betas per numpy call
+    cells = max(1, min(_validate.CACHE_ELEMENTS, _validate.MAX_ELEMENTS) // group)
+    sums = np.zeros((3, rows, m))  # s0, s1, s2
+    zero_count = np.zeros(rows)  # (rows,) multiplicity m0 >= 1
+    for rs, cs in blocks(rows, n, max_elements=cells):
+        block = _prepare(gaps_of(rs, cs))
+        zero_count[rs] += block.zeros
+        weights = np.empty(block.keep.shape[:1] + (group,) + block.keep.shape[2:])  # (r, group, c)
+        product = np.empty_like(weights)
+        for b0 in range(0, m, group):
+            bs = slice(b0, min(m, b0 + group))
+            w = _weights(block, betas[bs], weights[:, : bs.stop - b0])
+            p = product[:, : bs.stop - b0]
+            sums[0, rs, bs] += w.sum(axis=-1)
+            sums[1, rs, bs] += np.multiply(w, block.delta, out=p).sum(axis=-1)
+            sums[2, rs, bs] += np.multiply(w, w, out=p).sum(axis=-1)
+    extra = (zero_count - 1.0)[:, None]  # (rows, 1)
+    return _GapSums(z_minus_one=extra + sums[0], z2_minus_one=extra + sums[2], first=sums[1])
+
+
+def _gap_sums(gaps: np.ndarray, betas: np.ndarray) -> _GapSums:
+    """Exponential sums of ``(rows, n)`` gaps (``+inf`` = masked, any order) at betas ``(m,)``."""
+    return _block_sums(lambda rs, cs: gaps[rs, cs], *gaps.shape, betas)
+
+
+def _score_sums(values: np.ndarray, top: np.ndarray, betas: np.ndarray) -> _GapSums:
+    """Exponential sums of the gaps ``top - values`` of ``(rows, n)`` scores with row maxima ``top``."""
+    return _block_sums(lambda rs, cs: top[rs, None] - values[rs, cs], *values.shape, betas)
+
+
+def _gap_sums_broadcast(gaps: np.ndarray, betas: np.ndarray) -> _GapSums:
+    """The sums of :func:`_gap_sums` from ``(rows, m, cols)`` broadcasts of the definitions.
+
+    The direct route, kept as the reference the blocked loop is tested and benchmarked against
+    (``tests/test_softmax.py``, ``scripts/bench_cpu.py``): blocks of up to ``2**22`` values, each
+    exponential written to and read back from memory.
     """
     rows, n = gaps.shape
     m = betas.shape[-1]
@@ -77,7 +164,6 @@ def _gap_sums(gaps: np.ndarray, betas: np.ndarray) -> _GapSums:
         with np.errstate(over="ignore"):  # beta * gap = inf underflows to weight 0, as it should
             weights = np.exp(-betas[None, :, None] * delta[:, None, :])  # (r, m, c)
         weights *= positive[:, None, :]  # zero gaps are counted in m0, masked ones nowhere
-        # Plain products and sums: batched matmul/einsum with one beta (m = 1) fall onto slow paths.
         s0[rs] += weights.sum(axis=-1)
         s1[rs] += (weights * delta[:, None, :]).sum(axis=-1)
         s2[rs] += (weights * weights).sum(axis=-1)
@@ -119,8 +205,7 @@ def softmax_stats(scores: Any, beta: Any) -> SoftmaxStats:
     """
     conv = as_scores(scores)
     betas, scalar = as_beta(beta)
-    gaps = _gaps_unsorted(conv.values)  # (rows, n)
-    stats = _stats_from_sums(_gap_sums(gaps, betas), betas)
+    stats = _stats_from_sums(_score_sums(conv.values, conv.top, betas), betas)
     if scalar:
         return SoftmaxStats(*(conv.restore(field[:, 0]) for field in stats))
     return SoftmaxStats(*(conv.restore(field, (len(betas),)) for field in stats))
