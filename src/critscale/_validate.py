@@ -37,8 +37,11 @@ __all__ = [
     "as_integer",
     "as_seed",
     "scalar_or_array",
+    "ScoreRows",
     "Converted",
+    "as_score_rows",
     "as_scores",
+    "check_sorted_block",
     "as_beta",
     "as_thresholds",
     "as_K",
@@ -61,8 +64,11 @@ def _is_torch(x: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Converted:
-    """A validated score array plus what is needed to convert results back.
+class ScoreRows:
+    """Scores converted to float64 rows, plus what is needed to convert results back.
+
+    Only the shape is checked: the entries are checked by :func:`as_scores`, or block by block by
+    :func:`check_sorted_block` for rows that are sorted anyway.
 
     Attributes
     ----------
@@ -72,14 +78,11 @@ class Converted:
         the original leading shape ``(...)``.
     device:
         the torch device of the input, or ``None`` when the input was not a tensor.
-    top:
-        ``(rows,)`` the row maxima (finite: every row has a valid entry).
     """
 
     values: np.ndarray
     batch_shape: tuple[int, ...]
     device: Any
-    top: np.ndarray
 
     @property
     def n(self) -> int:
@@ -93,6 +96,19 @@ class Converted:
         import torch
 
         return torch.from_numpy(np.ascontiguousarray(out)).to(self.device)
+
+
+@dataclass(frozen=True)
+class Converted(ScoreRows):
+    """Validated score rows (:func:`as_scores`) with their maxima.
+
+    Attributes
+    ----------
+    top:
+        ``(rows,)`` the row maxima (finite: every row has a valid entry).
+    """
+
+    top: np.ndarray
 
 
 def _unmask(x: np.ma.MaskedArray, name: str, masked_value: float | None) -> np.ndarray:
@@ -275,6 +291,33 @@ def _row_extremes(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return top, low
 
 
+def as_score_rows(scores: Any, name: str = "scores") -> ScoreRows:
+    """Convert a score array ``(..., n)`` to float64 rows and check its shape, not its entries.
+
+    A numpy masked array has its masked entries read as ``-inf``.  Refuses a scalar and rows of
+    length zero; the entries are left to :func:`as_scores` or :func:`check_sorted_block`.
+    """
+    arr, device = _to_numpy(scores, name, masked_value=-np.inf)
+    if arr.ndim == 0:
+        raise ValueError(f"{name} must have at least one dimension (rows are the last axis), got a scalar")
+    n = arr.shape[-1]
+    if n == 0:
+        raise ValueError(f"{name} has rows of length 0: every row needs at least one entry")
+    return ScoreRows(values=arr.reshape(-1, n), batch_shape=tuple(arr.shape[:-1]), device=device)
+
+
+def _refuse_bad_rows(rows: ScoreRows, top: np.ndarray, low: np.ndarray, name: str) -> None:
+    """Raise the one-line error of :func:`as_scores` when ``top`` or ``top - low`` is not finite for every row."""
+    if not np.isfinite(top).all():
+        _check_entries(rows.values.reshape(rows.batch_shape + (rows.n,)), rows.values, name, rows.batch_shape)
+        raise AssertionError(f"{name}: a row maximum is not finite, yet no entry is NaN or +inf")
+    with np.errstate(over="ignore"):
+        span = top - low  # (rows,)
+    if not np.isfinite(span).all():
+        raise ValueError(f"{name}: the range max - min of rows {describe_rows(~np.isfinite(span), rows.batch_shape)} "
+                         "overflows float64")
+
+
 def as_scores(scores: Any, name: str = "scores") -> Converted:
     """Validate a score array ``(..., n)`` and flatten its batch axes.
 
@@ -284,24 +327,48 @@ def as_scores(scores: Any, name: str = "scores") -> Converted:
     ``max - min`` has to be finite in float64.
     The array is scanned once (:func:`_row_extremes`); only a bad input is scanned again, to name the problem.
     """
-    arr, device = _to_numpy(scores, name, masked_value=-np.inf)
-    if arr.ndim == 0:
-        raise ValueError(f"{name} must have at least one dimension (rows are the last axis), got a scalar")
-    batch_shape = tuple(arr.shape[:-1])
-    n = arr.shape[-1]
-    if n == 0:
-        raise ValueError(f"{name} has rows of length 0: every row needs at least one entry")
-    flat = arr.reshape(-1, n)  # (rows, n)
-    top, low = _row_extremes(flat)  # (rows,), (rows,)
+    rows = as_score_rows(scores, name)
+    top, low = _row_extremes(rows.values)  # (rows,), (rows,)
+    _refuse_bad_rows(rows, top, low, name)
+    return Converted(values=rows.values, batch_shape=rows.batch_shape, device=rows.device, top=top)
+
+
+def _first_valid(ascending: np.ndarray) -> np.ndarray:
+    """The first entry above ``-inf`` of each row sorted ascending whose last entry is above ``-inf``.
+
+    A bisection over the rows that start with ``-inf``, all at once: ``log2(n)`` gathers, no scan.
+    """
+    low = ascending[:, 0].copy()  # (r,)
+    masked = np.flatnonzero(low == -np.inf)  # (a,)
+    lo = np.zeros(masked.size, dtype=np.intp)  # ascending[row, lo] == -inf
+    hi = np.full(masked.size, ascending.shape[1] - 1, dtype=np.intp)  # ascending[row, hi] > -inf
+    while masked.size and (hi - lo > 1).any():
+        mid = (lo + hi) // 2
+        below = ascending[masked, mid] == -np.inf
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    low[masked] = ascending[masked, hi]
+    return low
+
+
+def check_sorted_block(rows: ScoreRows, ascending: np.ndarray, name: str = "scores") -> np.ndarray:
+    """Validate a block of rows of ``rows`` from their sorted copy ``ascending``; return their maxima.
+
+    ``np.sort`` puts NaN last and ``+inf`` just before, and ``-inf`` first, so the last entry of a row
+    is its maximum or flags a bad entry, and the range is that maximum minus the first entry above ``-inf``:
+    the checks of :func:`as_scores` at no extra scan.  Any problem is reported by checking the whole of
+    ``rows`` as :func:`as_scores` does, so the error is the same, naming the first offender of the array.
+    """
+    top = ascending[:, -1].copy()  # (r,)
     if not np.isfinite(top).all():
-        _check_entries(arr, flat, name, batch_shape)
-        raise AssertionError(f"{name}: a row maximum is not finite, yet no entry is NaN or +inf")
+        as_scores(rows.values.reshape(rows.batch_shape + (rows.n,)), name)
+        raise AssertionError(f"{name}: a sorted row does not end in a finite maximum, yet the rows are valid")
     with np.errstate(over="ignore"):
-        span = top - low  # (rows,)
+        span = top - _first_valid(ascending)  # (r,)
     if not np.isfinite(span).all():
-        raise ValueError(f"{name}: the range max - min of rows {describe_rows(~np.isfinite(span), batch_shape)} "
-                         "overflows float64")
-    return Converted(values=flat, batch_shape=batch_shape, device=device, top=top)
+        as_scores(rows.values.reshape(rows.batch_shape + (rows.n,)), name)
+        raise AssertionError(f"{name}: a sorted row's range overflows, yet the rows are valid")
+    return top
 
 
 def as_beta(beta: Any, name: str = "beta") -> tuple[np.ndarray, bool]:

@@ -62,56 +62,72 @@ class _GapSums(NamedTuple):
 
 _MIN_INNER = 256  # betas are grouped so that one numpy call spans at least this many values of a short row
 _UNDERFLOW = -746.0  # exp(x) is exactly 0 in float64 for every x below -745.14
+_FAR = 1e300  # stand-in gap of the zero gaps of a block: exp(-beta * _FAR) == 0 for beta >= 746 / _FAR
+_FAR_SHARE = 1 / 64  # the stand-in is used while zero gaps are at most this share of a block
 
 
 class _Block(NamedTuple):
-    """One cache-sized block of gaps, prepared once for all betas."""
+    """One cache-sized block of gaps, prepared once for all betas.
 
-    delta: np.ndarray  # (r, 1, c) the gaps, 0 where a gap is zero or masked
-    keep: np.ndarray  # (r, 1, c) 1.0 at the finite positive gaps, 0.0 elsewhere
+    Each weight ``exp(-beta * delta)`` has to be 0 at the zero gaps (they are counted in ``m0``) and at
+    the masked ones.  A block with no masked entry and few zero gaps (``keep is None``) carries
+    ``_FAR`` at its zero gaps, so the exponential itself gives 0 there for every beta but the tiniest;
+    any other block carries 0 at those entries and a 0/1 array ``keep`` that each weight is multiplied by.
+    Either way every product ``weight * delta`` is 0 there.
+    """
+
+    delta: np.ndarray  # (r, 1, c) the gaps, _FAR or 0 at the zero and masked gaps
+    keep: np.ndarray | None  # (r, 1, c) 1.0 at the finite positive gaps, 0.0 elsewhere
+    dropped: np.ndarray  # (r, 1, c) True at the zero and masked gaps
     zeros: np.ndarray  # (r,) number of zero gaps
     largest: float  # the largest finite gap
 
 
 def _prepare(gaps: np.ndarray) -> _Block:
-    """Split an ``(r, c)`` block of gaps (``+inf`` = masked) into what the exponential sums need."""
+    """Prepare an ``(r, c)`` block of gaps (``+inf`` = masked) that may be overwritten."""
     largest = float(gaps.max())
-    if largest == np.inf:
-        delta = np.where(gaps < np.inf, gaps, 0.0)  # (r, c)
-        largest = float(delta.max())
-    else:
-        delta = gaps  # (r, c) nothing masked: the gaps themselves
-    keep = (delta > 0).astype(np.float64)  # (r, c)
-    zeros = np.count_nonzero(gaps == 0, axis=-1)  # (r,)
-    return _Block(delta[:, None, :], keep[:, None, :], zeros, largest)
+    zero = gaps == 0  # (r, c)
+    zeros = np.count_nonzero(zero, axis=-1)  # (r,)
+    if largest < np.inf and zeros.sum() <= _FAR_SHARE * gaps.size:
+        np.copyto(gaps, _FAR, where=zero)
+        return _Block(gaps[:, None, :], None, zero[:, None, :], zeros, largest)
+    dropped = zero | (gaps == np.inf)  # (r, c)
+    np.copyto(gaps, 0.0, where=dropped)
+    keep = (~dropped).astype(np.float64)  # (r, c)
+    return _Block(gaps[:, None, :], keep[:, None, :], dropped[:, None, :], zeros, float(gaps.max()))
 
 
 def _weights(block: _Block, betas: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``exp(-beta * Delta)`` at the kept gaps and 0 elsewhere, written into ``out`` ``(r, b, c)``.
 
-    Exponents below ``_UNDERFLOW`` give 0 either way; they are set aside before the exponential,
-    whose vector loop is many times slower on them.
+    Exponents below ``_UNDERFLOW`` give 0 either way; when a kept gap can produce one they are set
+    aside before the exponential, whose vector loop is many times slower on them.
     """
     with np.errstate(over="ignore"):  # beta * gap = inf underflows to weight 0, as it should
         np.multiply(block.delta, -betas[None, :, None], out=out)
-    if float(betas.max()) * block.largest > -_UNDERFLOW:  # some exponents are below _UNDERFLOW
+    if float(betas.max()) * block.largest > -_UNDERFLOW:  # some kept exponents are below _UNDERFLOW
         tiny = out < _UNDERFLOW
         np.copyto(out, 0.0, where=tiny)
         np.exp(out, out=out)
         np.copyto(out, 0.0, where=tiny)
     else:
         np.exp(out, out=out)
-    return np.multiply(out, block.keep, out=out)  # zero gaps are counted in m0, masked ones nowhere
+    if block.keep is not None:
+        return np.multiply(out, block.keep, out=out)  # zero gaps are counted in m0, masked ones nowhere
+    if float(betas.min()) * _FAR < -_UNDERFLOW:  # exp(-beta * _FAR) need not be 0
+        np.copyto(out, 0.0, where=block.dropped)
+    return out
 
 
 def _block_sums(gaps_of: Callable[[slice, slice], np.ndarray], rows: int, n: int, betas: np.ndarray) -> _GapSums:
     """Exponential sums of ``(rows, n)`` gaps, formed block by block by ``gaps_of(row_slice, column_slice)``.
 
-    Each block of about :data:`~critscale._validate.CACHE_ELEMENTS` gaps is prepared once and stays in
-    cache while it is summed at one beta after another (several at once for short rows); every
-    temporary is a block, so memory stays small whatever the row count, row length and number of betas.
-    Inside a block each sum runs along a whole block row, so a row that fits in one block is summed
-    in the same order as by :func:`_gap_sums_broadcast`.
+    ``gaps_of`` returns a new array that may be overwritten.  Each block of about
+    :data:`~critscale._validate.CACHE_ELEMENTS` gaps is prepared once and stays in cache while it is
+    summed at one beta after another (several at once for short rows); every temporary is a block, so
+    memory stays small whatever the row count, row length and number of betas.  Inside a block each
+    sum runs along a whole block row, so a row that fits in one block is summed in the same order,
+    over the same terms, as by :func:`_gap_sums_broadcast`.
     """
     m = betas.shape[-1]
     group = min(m, max(1, -(-_MIN_INNER // n)))  # betas per numpy call
@@ -121,22 +137,25 @@ def _block_sums(gaps_of: Callable[[slice, slice], np.ndarray], rows: int, n: int
     for rs, cs in blocks(rows, n, max_elements=cells):
         block = _prepare(gaps_of(rs, cs))
         zero_count[rs] += block.zeros
-        weights = np.empty(block.keep.shape[:1] + (group,) + block.keep.shape[2:])  # (r, group, c)
-        product = np.empty_like(weights)
+        r, c = block.zeros.shape[0], block.delta.shape[-1]
+        weights = np.empty((r, group, c))
+        product = np.empty((r, group, c))
+        block_sums = np.empty((3, r, m))
         for b0 in range(0, m, group):
             bs = slice(b0, min(m, b0 + group))
             w = _weights(block, betas[bs], weights[:, : bs.stop - b0])
             p = product[:, : bs.stop - b0]
-            sums[0, rs, bs] += w.sum(axis=-1)
-            sums[1, rs, bs] += np.multiply(w, block.delta, out=p).sum(axis=-1)
-            sums[2, rs, bs] += np.multiply(w, w, out=p).sum(axis=-1)
+            w.sum(axis=-1, out=block_sums[0, :, bs])
+            np.multiply(w, block.delta, out=p).sum(axis=-1, out=block_sums[1, :, bs])
+            np.multiply(w, w, out=p).sum(axis=-1, out=block_sums[2, :, bs])
+        sums[:, rs] += block_sums
     extra = (zero_count - 1.0)[:, None]  # (rows, 1)
     return _GapSums(z_minus_one=extra + sums[0], z2_minus_one=extra + sums[2], first=sums[1])
 
 
 def _gap_sums(gaps: np.ndarray, betas: np.ndarray) -> _GapSums:
     """Exponential sums of ``(rows, n)`` gaps (``+inf`` = masked, any order) at betas ``(m,)``."""
-    return _block_sums(lambda rs, cs: gaps[rs, cs], *gaps.shape, betas)
+    return _block_sums(lambda rs, cs: gaps[rs, cs].copy(), *gaps.shape, betas)
 
 
 def _score_sums(values: np.ndarray, top: np.ndarray, betas: np.ndarray) -> _GapSums:
