@@ -208,3 +208,9 @@ def test_temporaries_are_blocks_not_rows_times_betas():
     betas = BETA_SETS["grid32"]
     assert peak_bytes(lambda: critscale.softmax_stats(scores, betas)) < 6 * 2**20
     assert peak_bytes(lambda: broadcast_stats(scores, betas)) > 32 * 2**20  # what the test would catch
+
+
+def test_an_empty_beta_array_gives_empty_fields():
+    """beta = [] gave fields of shape (..., 0) from the broadcast; the blocked loop divided its block by zero betas."""
+    stats = critscale.softmax_stats(np.arange(12.0).reshape(3, 4), [])
+    assert all(field.shape == (3, 0) for field in stats)

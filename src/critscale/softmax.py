@@ -130,7 +130,7 @@ def _block_sums(gaps_of: Callable[[slice, slice], np.ndarray], rows: int, n: int
     over the same terms, as by :func:`_gap_sums_broadcast`.
     """
     m = betas.shape[-1]
-    group = min(m, max(1, -(-_MIN_INNER // n)))  # betas per numpy call
+    group = max(1, min(m, -(-_MIN_INNER // n)))  # betas per numpy call
     cells = max(1, min(_validate.CACHE_ELEMENTS, _validate.MAX_ELEMENTS) // group)
     sums = np.zeros((3, rows, m))  # s0, s1, s2
     zero_count = np.zeros(rows)  # (rows,) multiplicity m0 >= 1
