@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU speed of critscale's float64 library against the direct numpy and scipy routes, as ratios within one run.
 
-    .venv/bin/python scripts/bench_cpu.py               # about 1.5 min on 2 cores
+    .venv/bin/python scripts/bench_cpu.py               # 7 repetitions: about 3 min on 2 shared cores
     .venv/bin/python scripts/bench_cpu.py --repeats 3 --row24   # plus one 2**24 row at 32 betas, once
 
 Prints, for float64 Gaussian rows:
@@ -32,16 +32,13 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-import critscale  # noqa: E402
-from critscale import _validate, softmax  # noqa: E402
-from critscale.gaps import _sorted_gaps  # noqa: E402
+import critscale
+from critscale import _validate, softmax
+from critscale.gaps import _sorted_gaps
 
 GRID32 = 0.05 * 2.0 ** (np.arange(32) / 8)  # scripts/gpu_suite/table.py: the grid32 ladder
 SOFTMAX_SHAPES = ((64, 4096), (1024, 1024), (16, 2**16), (1, 2**20))

@@ -214,3 +214,27 @@ def test_an_empty_beta_array_gives_empty_fields():
     """beta = [] gave fields of shape (..., 0) from the broadcast; the blocked loop divided its block by zero betas."""
     stats = critscale.softmax_stats(np.arange(12.0).reshape(3, 4), [])
     assert all(field.shape == (3, 0) for field in stats)
+
+
+def test_benchmark_routes_return_the_same_fields():
+    """scripts/bench_cpu.py times equal work: its old, naive numpy and scipy routes return the library's four
+    fields (and its old accumulation_scale the library's kappa), or its ratios would compare different things."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_cpu.py"
+    spec = importlib.util.spec_from_file_location("bench_cpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(9)
+    scores = rng.standard_normal((6, 300))
+    scores[2, ::4] = -np.inf
+    betas = bench.GRID32[::7]
+    lib = critscale.softmax_stats(scores, betas)
+    for a, b in zip(lib, bench.old_softmax_stats(scores, betas)):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
+    for route in (bench.naive_numpy, bench.scipy_route):
+        for j, fields in enumerate(route(scores, betas)):
+            for a, b in zip(lib, fields):
+                np.testing.assert_allclose(a[:, j], b, rtol=1e-11, atol=0)
+    np.testing.assert_allclose(bench.old_accumulation_scale(scores), critscale.accumulation_scale(scores), rtol=1e-14)
