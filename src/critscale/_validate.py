@@ -18,7 +18,9 @@ of the project hold in one place:
   device.  All computation happens in numpy float64, and outputs are float64 in both cases.
 
 The module also holds the one memory-budget helper (:func:`blocks`) that the vectorised kernels use
-to stay within a bounded number of float64 temporaries, whatever the row count and row length.
+to stay within a bounded number of float64 temporaries, whatever the row count and row length, and
+the size of the cache-sized blocks (:data:`CACHE_ELEMENTS`) in which the scores are checked in one scan
+and :func:`critscale.softmax_stats` sums its exponentials.
 """
 
 from __future__ import annotations
