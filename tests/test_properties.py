@@ -205,3 +205,23 @@ def test_corollaries_4_and_5(row):
         assert np.all(stats.entropy <= critical.entropy_high * (1 + SLACK) + 1e-15)
         assert np.all(stats.max_weight <= critical.max_weight_high * (1 + SLACK))
         assert np.all(critical.entropy_low <= stats.entropy * (1 + SLACK))
+
+
+@SETTINGS
+@given(rows())
+def test_blocked_library_equals_the_direct_routes(row):
+    """softmax_stats (cache blocks, one beta at a time) equals the (rows, beta, cols) broadcast, and
+    accumulation_scale (sorted scores, scan stopped early) the full sorted-gaps route, within 1e-14 on every row."""
+    from critscale import softmax
+
+    betas = np.concatenate([beta_grid(row), [1e3 / spread(row)]])
+    values = row[None, :]
+    old = softmax._stats_from_sums(softmax._gap_sums_broadcast(softmax._gaps_unsorted(values), betas), betas)
+    for a, b in zip(critscale.softmax_stats(row, betas), old):
+        np.testing.assert_allclose(a, b[0], rtol=1e-14, atol=0)
+    gaps = np.sort(row.max() - row)
+    for K in (2, 3):
+        with np.errstate(divide="ignore"):
+            want = (np.log(np.arange(1.0, len(row) + 1)[K - 1:]) / gaps[K - 1:]).max() if len(row) >= K else 0.0
+        got = critscale.accumulation_scale(row, K=K)
+        assert got == want or math.isclose(got, want, rel_tol=1e-14)

@@ -128,3 +128,113 @@ def test_scalar_beta_is_one_column_of_a_beta_array():
     pair = critscale.softmax_stats(scores, np.array([1.0, 1.0]))
     for a, b in zip(single, pair):
         assert np.array_equal(a, b[:, 0])
+
+
+def broadcast_stats(scores: np.ndarray, betas: np.ndarray) -> critscale.SoftmaxStats:
+    """The fields from the (rows, beta, cols) broadcast that softmax_stats summed before it was blocked."""
+    from critscale import softmax
+
+    values = np.asarray(scores, dtype=np.float64).reshape(-1, np.shape(scores)[-1])
+    return softmax._stats_from_sums(softmax._gap_sums_broadcast(softmax._gaps_unsorted(values), betas), betas)
+
+
+def blocking_cases() -> list[tuple[str, np.ndarray]]:
+    """Score arrays with masks, ties (also at the maximum), constant rows and rows of length 1."""
+    rng = np.random.default_rng(11)
+    masked = rng.standard_normal((7, 300))
+    masked[rng.random(masked.shape) < 0.3] = -np.inf
+    masked[3, 1:] = -np.inf  # one valid entry
+    masked[3, 0] = 0.7
+    ties = np.round(rng.standard_normal((5, 257)), 1)
+    ties[1, :40] = ties[1].max()  # the maximum forty times: more zero gaps than the far stand-in takes
+    constant = np.full((3, 70), 2.5)  # every gap zero
+    plain = rng.standard_normal((4, 1000))  # no mask, one zero gap per row
+    collapsed = np.array([[0.0, -1.0, -1.05, -3.0], [0.0, -0.5, -1.0, -np.inf]])  # at beta = 700: weights near 1e-305
+    return [("masked", masked), ("ties", ties), ("constant", constant), ("length 1", rng.standard_normal((50, 1))),
+            ("plain", plain), ("scaled", 1e-150 * plain), ("collapsed", collapsed)]
+
+
+BETA_SETS = {"one": np.array([1.0]), "grid32": 0.05 * 2.0 ** (np.arange(32) / 8),
+             "extremes": np.array([0.0, 1e-310, 1e-299, 1e-3, 1.0, 40.0, 700.0, 1e3, 1e6, 1e300])}
+
+
+@pytest.mark.parametrize("cache", [2**16, 100])
+@pytest.mark.parametrize("betas", BETA_SETS.values(), ids=BETA_SETS.keys())
+@pytest.mark.parametrize("name,scores", blocking_cases(), ids=[c[0] for c in blocking_cases()])
+def test_blocked_sums_equal_the_broadcast_route(monkeypatch, cache, betas, name, scores):
+    """softmax_stats sums cache-sized blocks, one beta (or a group for short rows) at a time, with a far stand-in
+    at the zero gaps or a 0/1 mask; every field equals the broadcast of the definitions within 1e-14.  A block of
+    100 values splits the rows of 257, 300 and 1000 into pieces that are not a multiple of anything, and the
+    betas reach the zero weights of the underflow path, the tiny betas below the stand-in's reach and overflow."""
+    monkeypatch.setattr(_validate, "CACHE_ELEMENTS", cache)
+    new = critscale.softmax_stats(scores, betas)
+    old = broadcast_stats(scores, betas)
+    for field, a, b in zip(critscale.SoftmaxStats._fields, new, old):
+        assert np.all(np.isfinite(a)), field
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=0, err_msg=field)
+
+
+def test_gap_sums_of_stored_gaps_leave_them_unchanged():
+    """limits.py hands _gap_sums its own gaps; the blocks overwrite copies, never the caller's array."""
+    from critscale import softmax
+
+    gaps = np.abs(np.random.default_rng(3).standard_normal((6, 500)))
+    gaps[:, 0] = 0.0
+    gaps[2, 7:20] = np.inf
+    kept = gaps.copy()
+    betas = np.array([0.0, 0.5, 2.0])
+    sums = softmax._gap_sums(gaps, betas)
+    assert np.array_equal(gaps, kept)
+    for a, b in zip(sums, softmax._gap_sums_broadcast(gaps, betas)):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
+
+
+def peak_bytes(call) -> int:
+    """Peak memory that numpy allocates during ``call()`` (tracemalloc sees numpy's buffers)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_temporaries_are_blocks_not_rows_times_betas():
+    """At 32 betas the broadcast held (rows, beta, cols) weights of up to 2**22 values (32 MiB) and their
+    products; the blocked loop holds a few blocks of 2**16 values whatever the number of betas."""
+    scores = np.random.default_rng(5).standard_normal((64, 4096))  # 2 MiB
+    betas = BETA_SETS["grid32"]
+    assert peak_bytes(lambda: critscale.softmax_stats(scores, betas)) < 6 * 2**20
+    assert peak_bytes(lambda: broadcast_stats(scores, betas)) > 32 * 2**20  # what the test would catch
+
+
+def test_an_empty_beta_array_gives_empty_fields():
+    """beta = [] gave fields of shape (..., 0) from the broadcast; the blocked loop divided its block by zero betas."""
+    stats = critscale.softmax_stats(np.arange(12.0).reshape(3, 4), [])
+    assert all(field.shape == (3, 0) for field in stats)
+
+
+def test_benchmark_routes_return_the_same_fields():
+    """scripts/bench_cpu.py times equal work: its old, naive numpy and scipy routes return the library's four
+    fields (and its old accumulation_scale the library's kappa), or its ratios would compare different things."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_cpu.py"
+    spec = importlib.util.spec_from_file_location("bench_cpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rng = np.random.default_rng(9)
+    scores = rng.standard_normal((6, 300))
+    scores[2, ::4] = -np.inf
+    betas = bench.GRID32[::7]
+    lib = critscale.softmax_stats(scores, betas)
+    for a, b in zip(lib, bench.old_softmax_stats(scores, betas)):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
+    for route in (bench.naive_numpy, bench.scipy_route):
+        for j, fields in enumerate(route(scores, betas)):
+            for a, b in zip(lib, fields):
+                np.testing.assert_allclose(a[:, j], b, rtol=1e-11, atol=0)
+    np.testing.assert_allclose(bench.old_accumulation_scale(scores), critscale.accumulation_scale(scores), rtol=1e-14)

@@ -29,6 +29,7 @@ SCORE_FUNCTIONS = [
     (np.zeros((2, 0)), "length 0"),
     (np.float64(3.0), "at least one dimension"),
     (np.array([1e308, -1e308]), "overflows"),
+    (np.array([1e308, -np.inf, -1e308]), "overflows"),  # the range over the valid entries of a masked row
     (np.array(["a", "b"]), "numeric"),
     (np.array([1 + 1j, 2.0]), "real"),
 ])
@@ -188,3 +189,66 @@ def test_rules_refuse_strings_and_booleans(bad):
 def test_parameters_are_validated_by_one_helper(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def stepwise_extremes(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row maxima and minima over the finite entries, one whole-array step at a time."""
+    return flat.max(axis=-1), np.where(np.isfinite(flat), flat, np.inf).min(axis=-1)
+
+
+@pytest.mark.parametrize("cache", [2**16, 64])
+def test_one_scan_finds_the_stepwise_extremes(monkeypatch, cache):
+    """The blocked scan's maxima and masked minima equal those of whole-array steps (max and min are exact), also
+    when a block of 64 values holds a piece of a row that is all -inf or that ends a row."""
+    monkeypatch.setattr(critscale._validate, "CACHE_ELEMENTS", cache)
+    rng = np.random.default_rng(8)
+    flat = rng.standard_normal((9, 301))
+    flat[rng.random(flat.shape) < 0.3] = -np.inf
+    flat[2, 64:200] = -np.inf  # whole pieces masked
+    flat[5, :300] = -np.inf  # one valid entry, at the end
+    flat[7] = -7.0  # constant row
+    top, low = critscale._validate._row_extremes(flat)
+    want_top, want_low = stepwise_extremes(flat)
+    assert np.array_equal(top, want_top) and np.array_equal(low, want_low)
+
+
+def test_bad_entries_are_named_as_before_across_blocks(monkeypatch):
+    """With blocks of a few values the one scan (and accumulation_scale's check of its sorted rows) still names
+    the first NaN of the whole array, even when a +inf comes first in an earlier block, and every row whose
+    range overflows; the stepwise checks named the same."""
+    monkeypatch.setattr(critscale._validate, "CACHE_ELEMENTS", 8)
+    monkeypatch.setattr(critscale._validate, "MAX_ELEMENTS", 64)
+    scores = np.zeros((4, 40))
+    scores[0, 5] = np.inf
+    scores[3, 17] = np.nan
+    wide = np.zeros((12, 40))
+    wide[[1, 4, 11], 0] = 1e308
+    wide[[1, 4, 11], 39] = -1e308
+    wide[4, 1:39] = -np.inf
+    for function, _ in SCORE_FUNCTIONS:
+        with pytest.raises(ValueError, match=r"contain NaN \(first at index \(3, 17\)\)"):
+            function(scores)
+        with pytest.raises(ValueError, match=r"range max - min of rows \[1, 4, 11\] overflows"):
+            function(wide)
+
+
+def test_validation_allocates_blocks_not_arrays():
+    """The stepwise checks allocated whole-array masks and a float64 copy (np.where) of the scores; the one scan
+    holds a block.  accumulation_scale holds only the sorted copy that np.sort makes (the old route also held the
+    gaps and the ratios)."""
+    import tracemalloc
+
+    scores = np.random.default_rng(2).standard_normal((256, 4096))  # 8 MiB
+    scores[::2, ::3] = -np.inf
+
+    def peak(call):
+        tracemalloc.start()
+        try:
+            call()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(lambda: critscale._validate.as_scores(scores)) < 2**20
+    assert peak(lambda: stepwise_extremes(scores)) > scores.nbytes  # what the test would catch
+    assert peak(lambda: critscale.accumulation_scale(scores)) < 1.2 * scores.nbytes

@@ -18,7 +18,9 @@ of the project hold in one place:
   device.  All computation happens in numpy float64, and outputs are float64 in both cases.
 
 The module also holds the one memory-budget helper (:func:`blocks`) that the vectorised kernels use
-to stay within a bounded number of float64 temporaries, whatever the row count and row length.
+to stay within a bounded number of float64 temporaries, whatever the row count and row length, and
+the size of the cache-sized blocks (:data:`CACHE_ELEMENTS`) in which the scores are checked in one scan
+and :func:`critscale.softmax_stats` sums its exponentials.
 """
 
 from __future__ import annotations
@@ -31,13 +33,17 @@ import numpy as np
 
 __all__ = [
     "MAX_ELEMENTS",
+    "CACHE_ELEMENTS",
     "as_real",
     "as_number",
     "as_integer",
     "as_seed",
     "scalar_or_array",
+    "ScoreRows",
     "Converted",
+    "as_score_rows",
     "as_scores",
+    "check_sorted_block",
     "as_beta",
     "as_thresholds",
     "as_K",
@@ -49,6 +55,8 @@ __all__ = [
 
 # Largest number of float64 elements one temporary array may hold (2**22 = 32 MiB).
 MAX_ELEMENTS = 2**22
+# Float64 values of one working block of a single scan (2**16 = 512 KiB, well inside one core's L2 cache).
+CACHE_ELEMENTS = 2**16
 
 
 def _is_torch(x: Any) -> bool:
@@ -58,8 +66,11 @@ def _is_torch(x: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class Converted:
-    """A validated score array plus what is needed to convert results back.
+class ScoreRows:
+    """Scores converted to float64 rows, plus what is needed to convert results back.
+
+    Only the shape is checked: the entries are checked by :func:`as_scores`, or block by block by
+    :func:`check_sorted_block` for rows that are sorted anyway.
 
     Attributes
     ----------
@@ -87,6 +98,19 @@ class Converted:
         import torch
 
         return torch.from_numpy(np.ascontiguousarray(out)).to(self.device)
+
+
+@dataclass(frozen=True)
+class Converted(ScoreRows):
+    """Validated score rows (:func:`as_scores`) with their maxima.
+
+    Attributes
+    ----------
+    top:
+        ``(rows,)`` the row maxima (finite: every row has a valid entry).
+    """
+
+    top: np.ndarray
 
 
 def _unmask(x: np.ma.MaskedArray, name: str, masked_value: float | None) -> np.ndarray:
@@ -211,22 +235,12 @@ def describe_rows(bad: np.ndarray, batch_shape: tuple[int, ...], limit: int = 10
     return "[" + ", ".join(names) + "]" + more
 
 
-def as_scores(scores: Any, name: str = "scores") -> Converted:
-    """Validate a score array ``(..., n)`` and flatten its batch axes.
+def _check_entries(arr: np.ndarray, flat: np.ndarray, name: str, batch_shape: tuple[int, ...]) -> None:
+    """Refuse NaN, ``+inf`` and rows with no finite entry, in that order, naming the first offender.
 
-    ``-inf`` entries are masked, and so are the masked entries of a numpy masked array; NaN and
-    ``+inf`` raise ``ValueError``, and so does a row whose every entry is masked (or a row of length zero).
-    The score range of a row must be representable:
-    ``max - min`` has to be finite in float64.
+    One check at a time over the whole array: the diagnosis of an input that the single scan of
+    :func:`_row_extremes` found bad (and the reference that scan is tested against).
     """
-    arr, device = _to_numpy(scores, name, masked_value=-np.inf)
-    if arr.ndim == 0:
-        raise ValueError(f"{name} must have at least one dimension (rows are the last axis), got a scalar")
-    batch_shape = tuple(arr.shape[:-1])
-    n = arr.shape[-1]
-    if n == 0:
-        raise ValueError(f"{name} has rows of length 0: every row needs at least one entry")
-    flat = arr.reshape(-1, n)  # (rows, n)
     if np.isnan(flat).any():
         where = np.argwhere(np.isnan(arr))[0]
         raise ValueError(f"{name} contain NaN (first at index {tuple(int(i) for i in where)})")
@@ -234,20 +248,129 @@ def as_scores(scores: Any, name: str = "scores") -> Converted:
         where = np.argwhere(np.isposinf(arr))[0]
         raise ValueError(f"{name} contain +inf (first at index {tuple(int(i) for i in where)}); "
                          "only -inf is allowed, and it marks a masked entry")
-    if flat.shape[0] > 0:
-        valid = np.isfinite(flat)  # (rows, n)
-        empty = ~valid.any(axis=-1)  # (rows,)
-        if empty.any():
-            raise ValueError(f"{name}: rows empty after masking (every entry is -inf): rows "
-                             f"{describe_rows(empty, batch_shape)}")
-        with np.errstate(invalid="ignore", over="ignore"):
-            top = np.max(flat, axis=-1)  # (rows,)
-            low = np.min(np.where(valid, flat, np.inf), axis=-1)  # (rows,)
-            span = top - low
-        if not np.isfinite(span).all():
-            raise ValueError(f"{name}: the range max - min of rows {describe_rows(~np.isfinite(span), batch_shape)} "
-                             "overflows float64")
-    return Converted(values=flat, batch_shape=batch_shape, device=device)
+    empty = ~np.isfinite(flat).any(axis=-1)  # (rows,)
+    if empty.any():
+        raise ValueError(f"{name}: rows empty after masking (every entry is -inf): rows "
+                         f"{describe_rows(empty, batch_shape)}")
+
+
+def _block_extremes(block: np.ndarray, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row maxima and minima over the finite entries of an ``(r, c)`` block (``scratch`` of the same shape).
+
+    The maximum is NaN for a row with a NaN and ``+inf`` for a row with ``+inf``.  Rows with a
+    ``-inf`` entry get their minimum from ``block + 0 * block``, which is the block with ``-inf`` read
+    as NaN, through the NaN-ignoring ``fmin``; a row with no finite entry gets ``+inf``.
+    """
+    top = block.max(axis=-1)  # (r,)
+    low = block.min(axis=-1)  # (r,)
+    masked = low == -np.inf  # (r,)
+    if masked.any():
+        sub = block[masked] if not masked.all() else block  # (r', c)
+        out = scratch[: sub.shape[0]]
+        with np.errstate(invalid="ignore"):
+            np.multiply(sub, 0.0, out=out)
+            np.add(sub, out, out=out)  # -inf -> NaN, finite entries unchanged
+        finite_low = np.fmin.reduce(out, axis=-1)  # (r',) NaN where no entry is finite
+        low[masked] = np.where(np.isnan(finite_low), np.inf, finite_low)
+    return top, low
+
+
+def _row_extremes(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row maxima (NaN or ``+inf`` flag a bad row) and minima over the finite entries, in one scan.
+
+    The array is read once, in blocks of :data:`CACHE_ELEMENTS` values, and every reduction of a
+    block runs while the block is in cache.
+    """
+    rows, n = flat.shape
+    top = np.full(rows, -np.inf)  # (rows,)
+    low = np.full(rows, np.inf)  # (rows,)
+    scratch = np.empty(min(CACHE_ELEMENTS, rows * n))
+    for rs, cs in blocks(rows, n, max_elements=min(CACHE_ELEMENTS, MAX_ELEMENTS)):
+        block = flat[rs, cs]
+        block_top, block_low = _block_extremes(block, scratch[: block.size].reshape(block.shape))
+        top[rs] = np.maximum(top[rs], block_top)  # NaN propagates
+        low[rs] = np.minimum(low[rs], block_low)
+    return top, low
+
+
+def as_score_rows(scores: Any, name: str = "scores") -> ScoreRows:
+    """Convert a score array ``(..., n)`` to float64 rows and check its shape, not its entries.
+
+    A numpy masked array has its masked entries read as ``-inf``.  Refuses a scalar and rows of
+    length zero; the entries are left to :func:`as_scores` or :func:`check_sorted_block`.
+    """
+    arr, device = _to_numpy(scores, name, masked_value=-np.inf)
+    if arr.ndim == 0:
+        raise ValueError(f"{name} must have at least one dimension (rows are the last axis), got a scalar")
+    n = arr.shape[-1]
+    if n == 0:
+        raise ValueError(f"{name} has rows of length 0: every row needs at least one entry")
+    return ScoreRows(values=arr.reshape(-1, n), batch_shape=tuple(arr.shape[:-1]), device=device)
+
+
+def _refuse_bad_rows(rows: ScoreRows, top: np.ndarray, low: np.ndarray, name: str) -> None:
+    """Raise the one-line error of :func:`as_scores` when ``top`` or ``top - low`` is not finite for every row."""
+    if not np.isfinite(top).all():
+        _check_entries(rows.values.reshape(rows.batch_shape + (rows.n,)), rows.values, name, rows.batch_shape)
+        raise AssertionError(f"{name}: a row maximum is not finite, yet no entry is NaN or +inf")
+    with np.errstate(over="ignore"):
+        span = top - low  # (rows,)
+    if not np.isfinite(span).all():
+        raise ValueError(f"{name}: the range max - min of rows {describe_rows(~np.isfinite(span), rows.batch_shape)} "
+                         "overflows float64")
+
+
+def as_scores(scores: Any, name: str = "scores") -> Converted:
+    """Validate a score array ``(..., n)`` and flatten its batch axes.
+
+    ``-inf`` entries are masked, and so are the masked entries of a numpy masked array; NaN and
+    ``+inf`` raise ``ValueError``, and so does a row whose every entry is masked (or a row of length zero).
+    The score range of a row must be representable:
+    ``max - min`` has to be finite in float64.
+    The array is scanned once (:func:`_row_extremes`); only a bad input is scanned again, to name the problem.
+    """
+    rows = as_score_rows(scores, name)
+    top, low = _row_extremes(rows.values)  # (rows,), (rows,)
+    _refuse_bad_rows(rows, top, low, name)
+    return Converted(values=rows.values, batch_shape=rows.batch_shape, device=rows.device, top=top)
+
+
+def _first_valid(ascending: np.ndarray) -> np.ndarray:
+    """The first entry above ``-inf`` of each row sorted ascending whose last entry is above ``-inf``.
+
+    A bisection over the rows that start with ``-inf``, all at once: ``log2(n)`` gathers, no scan.
+    """
+    low = ascending[:, 0].copy()  # (r,)
+    masked = np.flatnonzero(low == -np.inf)  # (a,)
+    lo = np.zeros(masked.size, dtype=np.intp)  # ascending[row, lo] == -inf
+    hi = np.full(masked.size, ascending.shape[1] - 1, dtype=np.intp)  # ascending[row, hi] > -inf
+    while masked.size and (hi - lo > 1).any():
+        mid = (lo + hi) // 2
+        below = ascending[masked, mid] == -np.inf
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    low[masked] = ascending[masked, hi]
+    return low
+
+
+def check_sorted_block(rows: ScoreRows, ascending: np.ndarray, name: str = "scores") -> np.ndarray:
+    """Validate a block of rows of ``rows`` from their sorted copy ``ascending``; return their maxima.
+
+    ``np.sort`` puts NaN last and ``+inf`` just before, and ``-inf`` first, so the last entry of a row
+    is its maximum or flags a bad entry, and the range is that maximum minus the first entry above ``-inf``:
+    the checks of :func:`as_scores` at no extra scan.  Any problem is reported by checking the whole of
+    ``rows`` as :func:`as_scores` does, so the error is the same, naming the first offender of the array.
+    """
+    top = ascending[:, -1].copy()  # (r,)
+    if not np.isfinite(top).all():
+        as_scores(rows.values.reshape(rows.batch_shape + (rows.n,)), name)
+        raise AssertionError(f"{name}: a sorted row does not end in a finite maximum, yet the rows are valid")
+    with np.errstate(over="ignore"):
+        span = top - _first_valid(ascending)  # (r,)
+    if not np.isfinite(span).all():
+        as_scores(rows.values.reshape(rows.batch_shape + (rows.n,)), name)
+        raise AssertionError(f"{name}: a sorted row's range overflows, yet the rows are valid")
+    return top
 
 
 def as_beta(beta: Any, name: str = "beta") -> tuple[np.ndarray, bool]:

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from . import _validate
-from ._validate import as_beta, as_K, as_per_row, as_scores, as_thresholds, row_blocks
+from ._validate import (as_beta, as_K, as_per_row, as_score_rows, as_scores, as_thresholds, check_sorted_block,
+                        row_blocks)
 
 __all__ = ["sorted_gaps", "gap_counts", "accumulation_scale", "legendre_transform", "in_units"]
 
@@ -39,6 +40,9 @@ def _sorted_gaps(values: np.ndarray) -> np.ndarray:
     gaps = top - values  # (rows, n); -inf scores give +inf gaps
     gaps.sort(axis=-1)
     return gaps
+
+
+_MIN_PIECE = 256  # fewest columns read at once by _max_ratio
 
 
 def _rank_counts(n: int) -> np.ndarray:
@@ -132,21 +136,53 @@ def accumulation_scale(scores: Any, K: int = 2) -> Any:
     ``(...)`` float64 array (or tensor) of :math:`\\kappa_K`.
     """
     K = as_K(K)
-    conv = as_scores(scores)
+    conv = as_score_rows(scores)  # entries checked below, on the sorted rows
     values, n = conv.values, conv.n
     rows = values.shape[0]
-    out = np.empty(rows)  # (rows,)
     if n < K:
-        return conv.restore(np.zeros(rows))  # no position can have N >= K
-    log_counts = np.log(_rank_counts(n)[K - 1:])  # (n-K+1,) log(k+1) for k >= K-1
-    for rs in row_blocks(rows, n, per_cell=3):
-        gaps = _sorted_gaps(values[rs])  # (r, n)
-        with np.errstate(divide="ignore"):
-            # log(k+1)/0 = inf at a maximum of multiplicity >= K; masked (+inf) gaps give 0, which
-            # never beats a valid ratio (> 0) and yields the documented 0 for rows shorter than K
-            ratio = log_counts / gaps[:, K - 1:]  # (r, n-K+1)
-        out[rs] = ratio.max(axis=-1)
+        return as_scores(scores).restore(np.zeros(rows))  # no position can have N >= K
+    out = np.empty(rows)  # (rows,)
+    for rs in row_blocks(rows, n, per_cell=1):
+        ascending = np.sort(values[rs], axis=-1)  # (r, n); masked -inf first, NaN last
+        top = check_sorted_block(conv, ascending)  # (r,)
+        out[rs] = _max_ratio(ascending[:, : n - K + 1], top, n)
     return conv.restore(out)
+
+
+def _max_ratio(ascending: np.ndarray, top: np.ndarray, n: int) -> np.ndarray:
+    """``max_j log(n - j) / (top - ascending[:, j])`` per row of ``(r, w)`` scores sorted ascending.
+
+    Column ``j`` of a row of length ``n`` sorted ascending holds the gap of sorted position
+    ``k = n-1-j`` (count ``k+1 = n-j``): ``top - s`` decreases with ``s``, so these are the sorted gaps
+    in reverse, each the same float as :func:`_sorted_gaps` gives, and the ratios, and so their
+    maximum, are those of the sorted gaps.  ``log(k+1)/0 = inf`` at a maximum of multiplicity
+    ``>= K``; masked (``+inf``) gaps give 0, which never beats a valid ratio (``> 0``) and yields the
+    documented 0 for rows shorter than ``K`` (``w = n-K+1`` columns are read).
+
+    The columns are read from the right (the smallest gaps) in cache-sized pieces.  A row is done
+    once ``log(n) / gap`` at its next column is at most its best ratio: every column further left has a
+    gap at least as large and a count no larger, so its ratio cannot be larger.
+    """
+    r, width = ascending.shape
+    best = np.zeros(r)  # (r,)
+    ceiling = float(np.log(np.float64(n))) * (1 + 2.0**-50)  # >= every rounded log(count)
+    active = np.arange(r)  # rows not yet done
+    stop = width
+    step = max(_MIN_PIECE, _validate.CACHE_ELEMENTS // max(1, r))
+    while active.size:
+        start = max(0, stop - step)
+        log_counts = np.log(np.arange(n - start, n - stop, -1, dtype=np.float64))  # (c,) log(n - j)
+        ratio = top[active, None] - ascending[active, start:stop]  # (a, c) a contiguous copy of the piece
+        with np.errstate(divide="ignore"):
+            np.divide(log_counts, ratio, out=ratio)
+        best[active] = np.maximum(best[active], ratio.max(axis=-1))
+        if start == 0:
+            break
+        with np.errstate(divide="ignore"):
+            bound = ceiling / (top[active] - ascending[active, start - 1])  # (a,)
+        active = active[bound > best[active]]
+        stop = start
+    return best
 
 
 def legendre_transform(scores: Any, beta: Any) -> Any:
