@@ -58,8 +58,15 @@ def test_the_heads_are_checked_against_the_memory_first(qk, nothing_read, monkey
 
 
 def test_a_model_source_names_max_windows(nothing_read, monkeypatch):
-    """The model path is checked before its first forward; the message names --max-windows."""
+    """The model path is checked before its windows are read; the message names --max-windows.
+
+    Only the 16-token probe that tells causal rows from bidirectional ones runs first (it is stubbed here:
+    the fake model has no weights).
+    """
+    import critscale.models.capture as capture
+
     monkeypatch.setattr(budget, "memory_limit", lambda: 2**20)
+    monkeypatch.setattr(capture, "rows_are_causal", lambda model, tokens: True)
     loaded = SimpleNamespace(context=128, n_layers=30, n_heads=9, head_dim=64, checkpoint="fake",
                              describe=lambda: "fake model", model=None, tokenizer=None)
     with pytest.raises(ValueError, match=r"30 layers x 9 heads x 40 windows \(max_windows 40 \(--max-windows\)\)"):
