@@ -135,3 +135,33 @@ def test_pip_install_keeps_the_torch_an_environment_already_has(tmp_path):
                                "print(m.version('torch'), m.version('critscale'))"],
                               capture_output=True, text=True, check=True).stdout.split()
     assert versions == ["2.11.0", PROJECT["version"]]
+
+
+BLOCKED_RUN = """
+import sys
+for name in ("gguf", "accelerate", "triton"):
+    sys.modules[name] = None  # as if not installed: `import` fails and find_spec finds nothing
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+torch.manual_seed(0)
+GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=128, vocab_size=256, bos_token_id=None,
+                           eos_token_id=None)).save_pretrained(sys.argv[1] + "/tiny")
+open(sys.argv[1] + "/text.txt", "w").write("a text of some words to read, a few times over. " * 80)
+from critscale.cli import main
+sys.exit(main(["diagnose", "--model", sys.argv[1] + "/tiny", "--text", sys.argv[1] + "/text.txt", "--out",
+               sys.argv[1] + "/out", "--device", "cpu", "--max-windows", "2", "--max-len", "128", "--nulls",
+               "gauss_qk", "--null-windows", "2", "--no-progress"]))
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch and transformers: about 10 s
+def test_the_core_install_diagnoses_a_model_without_the_extras(tmp_path):
+    """`critscale diagnose --model DIR`, figures included, with gguf, accelerate and triton absent: none of them is
+    imported unless a GGUF file, a device map or the kernels are asked for.  It runs outside the checkout, as an
+    installed package does: in the repository root the folder kernels/ is importable as a top-level `kernels`,
+    which transformers probes for (its hub kernels) and imports."""
+    env = dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
+    done = subprocess.run([sys.executable, "-c", BLOCKED_RUN, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "out" / "heads.csv").is_file() and list((tmp_path / "out").glob("*.png"))
