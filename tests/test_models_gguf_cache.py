@@ -192,7 +192,7 @@ def test_run_json_names_the_cache_files_read_and_a_bad_cache_changes_no_result(t
     entry = next(i for i in json.loads((tmp_path / "first" / "run.json").read_text())["inputs"] if i["role"] == "model")
     directory = Path(entry["read_from"]["path"])
     assert entry["sha256"] == file_sha256(gguf_file) and directory.parent == tmp_path / "cache" / "models"
-    assert directory.is_dir() and list(work.iterdir()) == []
+    assert directory.is_dir() and list(work.iterdir()) == [] and "$CRITSCALE_CACHE" in entry["read_from"]["what"]
     listed = {f["file"]: f["sha256"] for f in entry["read_from"]["files"]}
     assert "model.safetensors" in listed
     assert listed == {f.name: file_sha256(f) for f in directory.iterdir() if f.name != SOURCE_FILE}

@@ -289,7 +289,8 @@ def _load_gguf(gguf_file: Path, package: str | None, cache_root, options: dict) 
     provenance = (f"{record['quantisation']} GGUF, dequantised to float32 (tensors: {tensors}); "
                   f"model and tokenizer from the GGUF file, {cache}")
     read_from = {"path": _display_path(directory), "what": "the float32 copy of the GGUF file that the model and "
-                 "its tokenizer were read from, its files checked against these hashes before reading",
+                 "its tokenizer were read from, in critscale's cache directory ($CRITSCALE_CACHE moves it), its "
+                 "files checked against these hashes before reading",
                  "files": [{"file": name, **entry} for name, entry in sorted(record["files"].items())]}
     return LoadedModel(model, tokenizer, str(gguf_file), "gguf", label=label, provenance=provenance,
                        read_from=read_from)
