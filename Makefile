@@ -18,7 +18,7 @@ PROFILE ?= cpu
 # threads slow down several-fold when another process shares the cores (measured: 150 s alone,
 # 539 s beside the other chapters on 2 cores), and the reproducibility page waits for all.
 JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
-EXTRAS  := book,kernels,test
+EXTRAS  := book,gguf,devicemap,kernels,test
 MATHJAX_VERSION := 3.2.2
 
 # Triton has no CPU backend: without a GPU its kernels run in the interpreter, which must
@@ -26,6 +26,9 @@ MATHJAX_VERSION := 3.2.2
 TRITON_INTERPRET ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo 0 || echo 1)
 export TRITON_INTERPRET
 export HF_HUB_OFFLINE ?= 1
+# critscale's caches (the float32 copies of GGUF models) go to the user's cache directory unless
+# CRITSCALE_CACHE names another: the book keeps its own inside build/, so a build is self-contained.
+export CRITSCALE_CACHE := $(CURDIR)/build/cache
 # Never export MPLBACKEND=Agg: notebook kernels would lose their PNG formatter and figures
 # shown as cell outputs would silently become "<Figure ...>" text (cs.record_figure renders
 # its own SVG and PNG and does not depend on it).

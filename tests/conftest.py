@@ -8,6 +8,9 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")  # pytest only; never exported to notebook kernels
+# The tests' caches stay in the checkout's build/, as `make test` sets it (critscale.cache).
+os.environ.setdefault("CRITSCALE_CACHE", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                      "build", "cache"))
 
 
 import json

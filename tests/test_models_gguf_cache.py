@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -179,14 +180,19 @@ def test_run_json_names_the_cache_files_read_and_a_bad_cache_changes_no_result(t
                                                                                 gguf_file, fake):
     """run.json names the GGUF file and the verified cache files with their hashes; after the cache's weights are
     XOR-ed, the next run says so in one line, rebuilds, and writes the same heads (the old code read the XOR-ed
-    weights, exit 0, other heads)."""
-    monkeypatch.chdir(tmp_path)
+    weights, exit 0, other heads).  The copy is in $CRITSCALE_CACHE/models, named there by its real path, and
+    nothing is written in the working directory (the old code cached under ./build/models)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("CRITSCALE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(gguf_cache, "save_float32_copy", fake)
     assert _diagnose(tmp_path, gguf_file, "first") == 0
     capsys.readouterr()
     entry = next(i for i in json.loads((tmp_path / "first" / "run.json").read_text())["inputs"] if i["role"] == "model")
-    directory = tmp_path / entry["read_from"]["path"]
-    assert entry["sha256"] == file_sha256(gguf_file) and directory.parent == tmp_path / "build" / "models"
+    directory = Path(entry["read_from"]["path"])
+    assert entry["sha256"] == file_sha256(gguf_file) and directory.parent == tmp_path / "cache" / "models"
+    assert directory.is_dir() and list(work.iterdir()) == [] and "$CRITSCALE_CACHE" in entry["read_from"]["what"]
     listed = {f["file"]: f["sha256"] for f in entry["read_from"]["files"]}
     assert "model.safetensors" in listed
     assert listed == {f.name: file_sha256(f) for f in directory.iterdir() if f.name != SOURCE_FILE}

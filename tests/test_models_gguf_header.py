@@ -106,6 +106,7 @@ def test_absurd_header_is_one_line_naming_the_file(tmp_path, case):
 @pytest.mark.parametrize("case", ["2^64-1 metadata entries", "a key of 2^60 bytes", "an array of 2^40 uint64"])
 def test_command_line_exits_2_with_one_line_before_any_cache_is_made(tmp_path, capsys, monkeypatch, case):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CRITSCALE_CACHE", str(tmp_path / "cache"))
     path = _file(tmp_path, **ABSURD[case][0])
     text = tmp_path / "text.txt"
     text.write_text("some text to read " * 40)
@@ -113,7 +114,7 @@ def test_command_line_exits_2_with_one_line_before_any_cache_is_made(tmp_path, c
                    "--device", "cpu", "--no-progress"])
     err = capsys.readouterr().err
     assert status == 2 and len(err.strip().splitlines()) == 1 and str(path) in err, err
-    assert not (tmp_path / "build").exists()
+    assert not (tmp_path / "build").exists() and not (tmp_path / "cache").exists()
 
 
 def test_truncated_data_through_the_loader(tmp_path):

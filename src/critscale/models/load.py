@@ -35,7 +35,7 @@ from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, ch
 from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
                      one_line)
 from .families import Shape, context_limit, family_named, family_of, shape_of
-from .gguf_cache import CACHE_ROOT, dequantised_directory, gguf_file_of, package_of
+from .gguf_cache import dequantised_directory, gguf_file_of, package_of
 from .model_size import check_config_sizes, memory_limit
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
@@ -278,7 +278,7 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
 
 def load_model(name_or_dir: str | os.PathLike | None = None, *, device: str = "cpu",
                attn_implementation: str = "sdpa", device_map=None, offload_folder=None,
-               gguf_cache: str | os.PathLike = CACHE_ROOT) -> LoadedModel:
+               gguf_cache: str | os.PathLike | None = None) -> LoadedModel:
     """Load a model for the diagnostic (theory.md §6 P-13): any architecture routed through the interface.
 
     ``attn_implementation="sdpa"`` (default) is the implementation outside the capture, which switches
@@ -286,7 +286,8 @@ def load_model(name_or_dir: str | os.PathLike | None = None, *, device: str = "c
     with the model's own attention probabilities (``output_attentions=True``).
     ``device_map`` (e.g. ``"auto"``) is handed to ``from_pretrained`` and replaces ``device``;
     ``offload_folder`` is where its ``"disk"`` layers are kept.
-    A GGUF file (or its package) is dequantised once to float32 and cached under ``gguf_cache``.
+    A GGUF file (or its package) is dequantised once to float32 and cached under ``gguf_cache``
+    (default ``<critscale.cache.cache_root()>/models``).
     Raises :class:`ModelNotFoundError`, :class:`UnsupportedModelError` or
     :class:`InvalidCheckpointError` (all ``ValueError``).
     """
@@ -312,12 +313,13 @@ def _load_gguf(gguf_file: Path, package: str | None, cache_root, options: dict) 
     model, tokenizer = _load_transformers(str(directory.resolve()), is_dir=True, **options)
     label = f"{package} {version(package)}: {gguf_file.name}" if package else _display_path(gguf_file)
     tensors = ", ".join(f"{n} {t}" for t, n in record["tensor_types"].items())
-    cache = ("read from the build's float32 cache" if record["cached"] else
-             f"dequantised in {record['dequantise_seconds']:.0f} s and cached as float32 in the build")
+    cache = ("read from the float32 cache" if record["cached"] else
+             f"dequantised in {record['dequantise_seconds']:.0f} s and cached as float32")
     provenance = (f"{record['quantisation']} GGUF, dequantised to float32 (tensors: {tensors}); "
                   f"model and tokenizer from the GGUF file, {cache}")
     read_from = {"path": _display_path(directory), "what": "the float32 copy of the GGUF file that the model and "
-                 "its tokenizer were read from, its files checked against these hashes before reading",
+                 "its tokenizer were read from, in critscale's cache directory ($CRITSCALE_CACHE moves it), its "
+                 "files checked against these hashes before reading",
                  "files": [{"file": name, **entry} for name, entry in sorted(record["files"].items())]}
     return LoadedModel(model, tokenizer, str(gguf_file), "gguf", label=label, provenance=provenance,
                        read_from=read_from)
