@@ -139,6 +139,27 @@ def exact_slope(name: str, lengths) -> float:
     return slope(x, np.log(np.asarray(families.get(family).kappa_bar(lengths), dtype=np.float64)))
 
 
+def gauss_scale(spread: float, head_dim: int) -> float:
+    """Logit scale of Gaussian q/k heads of dimension ``head_dim`` whose logits have standard deviation ``spread``.
+
+    A logit ``q . k`` of i.i.d. N(0, I) vectors has variance ``head_dim``: the scale is ``spread / sqrt(head_dim)``.
+    """
+    return float(spread) / math.sqrt(int(head_dim))
+
+
+def replicate_source(design: Design, windows: int, count: int, head_dim: int, spread: float,
+                     rng: np.random.Generator) -> ArraySource:
+    """``count`` independent ``gauss_qk`` heads of ``windows`` windows each, as the heads of one layer.
+
+    Each is read over the input's own design and windows, so the spread of a statistic over them is the
+    sampling distribution of that statistic for a head without structure (:mod:`.inference`).
+    """
+    shape = (1, int(count), int(windows), design.window_length, int(head_dim))  # (1, R, W, T, d_h)
+    q = rng.standard_normal(shape, dtype=np.float32)
+    k = rng.standard_normal(shape, dtype=np.float32)
+    return ArraySource(torch.from_numpy(q), torch.from_numpy(k), gauss_scale(spread, head_dim), causal=design.causal)
+
+
 def qk_source(name: str, design: Design, windows: int, head_dim: int, spread: float,
               rng: np.random.Generator) -> ArraySource:
     """The q/k null ``name`` as an :class:`.windows.ArraySource` of one layer and one head."""
@@ -146,7 +167,7 @@ def qk_source(name: str, design: Design, windows: int, head_dim: int, spread: fl
     q = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)  # (1, 1, W, T, d_h)
     k = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)
     if name == "gauss_qk":
-        return ArraySource(torch.from_numpy(q), torch.from_numpy(k), spread / math.sqrt(d), causal=design.causal)
+        return ArraySource(torch.from_numpy(q), torch.from_numpy(k), gauss_scale(spread, d), causal=design.causal)
     a = math.sqrt(d)  # every query's component along u = e_0
     q[..., 0] = a
     bulk = math.sqrt(a * a + d - 1)  # |q|: a bulk logit q.k_j is N(0, |q|^2) before scaling

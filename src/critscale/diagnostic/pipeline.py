@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import budget, laws, nulls as nulls_module, summary
+from . import budget, inference, laws, nulls as nulls_module, summary
 from .design import Design, DesignError, make_design
 from .qkfile import validate_qk
 from .rows import BETA_GRID, MODEL_BETA, block_statistics, resolve_backend
@@ -43,6 +43,7 @@ class Diagnosis:
     profiles: pd.DataFrame  # median scale-free gap profile per unit
     rows: pd.DataFrame | None = None  # one line per row (heads and nulls), when asked for
     meta: dict = field(default_factory=dict)
+    replicates: pd.DataFrame | None = None  # one line per Gaussian null replicate (:mod:`.inference`)
 
 
 def _concatenate(chunks: list[dict]) -> dict:
@@ -88,7 +89,7 @@ def resolve_null_windows(null_windows, windows: int) -> int:
 
 
 def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: int, *, keep_rows: bool,
-                 windows_option: str) -> None:
+                 windows_option: str, null_replicates: int = 0) -> None:
     """Refuse, before any allocation, a diagnosis whose heads or nulls need more memory than the machine has."""
     block = BLOCK_ELEMENTS if isinstance(source, ArraySource) else 0  # a model source reads one window a block
     L, H, W, d = (int(source.n_layers), int(source.n_heads), int(source.n_windows), int(source.head_dim))
@@ -102,6 +103,31 @@ def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: i
                               workers=min(kinds.count("rows"), os.cpu_count() or 1))
     budget.check(need, f"null_windows {null_windows} (--null-windows) for {len(nulls)} null(s)",
                  "give fewer null windows or fewer nulls", beside=heads, beside_what="the heads")
+    if null_replicates:
+        chunk = inference.replicate_chunks(null_replicates, W, design.window_length, d, BLOCK_ELEMENTS)[0]
+        replicates = budget.replicates_bytes(null_replicates, W, d, design, chunk=chunk, block_elements=BLOCK_ELEMENTS)
+        budget.check(replicates, f"{null_replicates} Gaussian null replicates of {W} windows ({windows_option})",
+                     "read fewer windows or give fewer null replicates", beside=heads + need,
+                     beside_what="the heads and the nulls")
+
+
+def read_replicates(design: Design, windows: int, count: int, head_dim: int, spread: float, *, seed: int,
+                    backend: str) -> pd.DataFrame:
+    """Summary records of ``count`` independent Gaussian null replicates over ``design`` and ``windows``.
+
+    Drawn a chunk at a time (:func:`.inference.replicate_chunks`); each is summarised like a head, without
+    bootstrap intervals (only its point statistics enter the null distribution).
+    """
+    rng = np.random.default_rng([seed, 97, 1009])
+    records, done = [], 0
+    for size in inference.replicate_chunks(count, windows, design.window_length, head_dim, BLOCK_ELEMENTS):
+        source = nulls_module.replicate_source(design, windows, size, head_dim, spread, rng)
+        for (_, head), data in _split_units(_read_source(source, design, backend), size).items():
+            record = summary.summarise_unit(f"replicate{done + head}", -1, -1, data, seed=seed,
+                                            min_windows=np.iinfo(np.int64).max)[0]
+            records.append(record)
+        done += size
+    return pd.DataFrame(records)
 
 
 NULL_SPREAD_WITHOUT_ROWS = 1.0  # logit spread of the q/k nulls when every row of the input is degenerate
@@ -123,15 +149,20 @@ def null_spread(data: dict) -> tuple[float, str]:
 def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module.DEFAULT_NULLS,
                     null_windows: int | None = None, seed: int = 0, backend: str = "auto",
                     keep_rows: bool = False, meta: dict | None = None,
-                    on_null: Callable[[str], None] | None = None, windows_option: str = "windows") -> Diagnosis:
+                    on_null: Callable[[str], None] | None = None, windows_option: str = "windows",
+                    null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """Read every head of ``source`` and the null heads over ``design``; summarise them all.
 
-    Every size is checked against the machine's memory first (:func:`check_memory`); ``windows_option``
-    names the option that set the input's windows in that message.
+    ``null_replicates`` independent Gaussian q/k heads over the input's own design and windows give each
+    head's test against the null (:mod:`.inference`; 0: no test).  Every size is checked against the
+    machine's memory first (:func:`check_memory`); ``windows_option`` names the option that set the
+    input's windows in that message.
     """
     nulls = nulls_module.check_names(nulls)
     null_windows = resolve_null_windows(null_windows, source.n_windows)
-    check_memory(source, design, nulls, null_windows, keep_rows=keep_rows, windows_option=windows_option)
+    null_replicates = inference.check_replicates(null_replicates)
+    check_memory(source, design, nulls, null_windows, keep_rows=keep_rows, windows_option=windows_option,
+                 null_replicates=null_replicates)
     backend = resolve_backend(backend)
     start = time.perf_counter()
     data = _read_source(source, design, backend)
@@ -156,6 +187,9 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
         for name in row_nulls:
             null_data[name] = _concatenate(pending[name].result())
     units += [(name, -1, -1, null_data[name]) for name in nulls]
+    intervals = int(source.n_windows) >= laws.MIN_WINDOWS
+    replicates = (read_replicates(design, source.n_windows, null_replicates, source.head_dim, spread, seed=seed,
+                                  backend=backend) if null_replicates and intervals else None)
     records, bins, curves, profiles, row_frames = [], [], [], [], []
     for unit, layer, head, unit_data in units:
         rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed)
@@ -167,7 +201,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             row_frames.append(_row_frame(unit, layer, head, unit_data))
     table = pd.DataFrame(records)
     heads, null_table = summary.audit(table[table["layer"] >= 0].reset_index(drop=True),
-                                      table[table["layer"] < 0].reset_index(drop=True))
+                                      table[table["layer"] < 0].reset_index(drop=True), replicates,
+                                      intervals=intervals)
     lengths = np.array(design.levels, dtype=np.float64)
     kappa16_lengths = lengths[lengths >= summary.KAPPA16_MIN_N]
     null_table.insert(3, "gamma_exact", [nulls_module.exact_slope(u, kappa16_lengths) for u in null_table["unit"]])
@@ -183,12 +218,16 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "null_spread_from": spread_from, "degenerate_heads": heads.loc[heads["degenerate"], "unit"].tolist(),
             "degenerate_threshold": summary.DEGENERATE_THRESHOLD,
             "kappa16_min_n": summary.KAPPA16_MIN_N, "law_min_n": summary.LAW_MIN_N, "shape_k": laws.SHAPE_K,
-            "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": int(source.n_windows) >= laws.MIN_WINDOWS,
+            "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": intervals,
+            "null_replicates": null_replicates if replicates is not None else 0, "flag_level": inference.FLAG_LEVEL,
+            "rule_level": inference.RULE_LEVEL, "heads_beyond_null": int((heads["beyond_null"] != "").sum()),
+            "rule_counts": heads["best_rule"].value_counts().to_dict(),
+            "rule_undecided_share": float((heads["best_rule"] == inference.UNDECIDED).mean()) if len(heads) else 0.0,
             "crossover": list(summary.CROSSOVER), "backend": backend, "beta_grid": BETA_GRID.tolist(),
             "rule_reference": rule_reference, "heads_seconds": round(heads_seconds, 2),
             "seconds": round(time.perf_counter() - start, 2), "seed": seed}
     return Diagnosis(heads, null_table, pd.DataFrame(bins), pd.DataFrame(curves), pd.DataFrame(profiles),
-                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info)
+                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info, replicates)
 
 
 def token_windows(tokens, length: int, max_windows: int) -> np.ndarray:
@@ -215,7 +254,8 @@ def resolve_length(context: int, max_len: int | None) -> int:
 def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: int = WINDOWS,
                    design: str = "suffix", queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
                    null_windows: int | None = None, seed: int = 0, backend: str = "auto",
-                   keep_rows: bool = False, progress: bool = False, meta: dict | None = None) -> Diagnosis:
+                   keep_rows: bool = False, progress: bool = False, meta: dict | None = None,
+                   null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of ``loaded`` (a :class:`critscale.models.LoadedModel`) on token ids ``tokens``."""
     length = resolve_length(loaded.context, max_len)
     plan = make_design(design, length, queries=queries)
@@ -229,7 +269,7 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
     source = ModelSource(loaded, windows, on_forward=None if bar is None else (lambda: bar.update(1)))
     try:
         diag = diagnose_source(source, plan, describe=loaded.describe(), nulls=nulls, null_windows=null_windows,
-                               seed=seed, backend=backend, keep_rows=keep_rows,
+                               seed=seed, backend=backend, keep_rows=keep_rows, null_replicates=null_replicates,
                                windows_option=f"max_windows {max_windows} (--max-windows)",
                                meta={"checkpoint": loaded.checkpoint, "tokens": int(windows.size), **(meta or {})},
                                on_null=None if bar is None else (lambda name: bar.set_description(f"null {name}")))
@@ -242,7 +282,8 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
 
 def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
                 null_windows: int | None = None, seed: int = 0, backend: str = "auto",
-                keep_rows: bool = False, meta: dict | None = None) -> Diagnosis:
+                keep_rows: bool = False, meta: dict | None = None,
+                null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of queries and keys ``(layers, heads, windows, T, d_head)`` (format of :mod:`.qkfile`).
 
     A forward per window: the prefix design applies (:mod:`.design`).  ``scale`` defaults to
@@ -255,4 +296,5 @@ def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_
     describe = (f"q/k arrays: {layers} layers x {heads} heads, {windows} windows of {T} tokens, d_head {d}, "
                 f"scale {arrays.scale:.6g}, {'causal' if arrays.causal else 'not causal'}")
     return diagnose_source(source, plan, describe=describe, nulls=nulls, null_windows=null_windows, seed=seed,
-                           backend=backend, keep_rows=keep_rows, meta=meta, windows_option="the q/k input's shape")
+                           backend=backend, keep_rows=keep_rows, meta=meta, windows_option="the q/k input's shape",
+                           null_replicates=null_replicates)
