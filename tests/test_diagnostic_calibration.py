@@ -160,6 +160,8 @@ def test_two_null_seeds_give_the_same_decisions_and_sinks_follow_their_definitio
                                      seed=seed, backend="reference").heads for seed in (1, 2)]
     flags = [run["beyond_null"] != "" for run in runs]
     same = (flags[0] == flags[1]) & (runs[0]["best_rule"] == runs[1]["best_rule"])
+    for kind in dict.fromkeys(truth["kind"]):
+        print(kind, "flagged", [float(f[np.array(truth["kind"]) == kind].mean()) for f in flags])
     print(f"same decisions on {int(same.sum())} of {len(same)} heads; beyond the null "
           f"{int(flags[0].sum())} / {int(flags[1].sum())}; undecided rules "
           f"{(runs[0]['best_rule'] == inference.UNDECIDED).mean():.2f}")
@@ -167,6 +169,6 @@ def test_two_null_seeds_give_the_same_decisions_and_sinks_follow_their_definitio
     kinds = np.array(truth["kind"])
     for run, flag in zip(runs, flags):
         assert list(run["sink"]) == truth["sink"]
-        assert flag[kinds != "gauss"].mean() >= 0.9  # structure is seen, whatever the seed
+        assert flag[np.isin(kinds, ("ptail1", "unif", "sink"))].all()  # plain structure is seen, whatever the seed
     weak = runs[0]["sink_fraction"].to_numpy()[kinds == "weak_sink"]
     assert 0.1 < weak.min() and weak.max() < 0.4  # the weak sinks top a fifth of their rows, as built
