@@ -88,10 +88,12 @@ def test_null_replicates_that_give_no_standard_deviation_are_refused(qk, nothing
 
 
 def test_no_replicates_means_no_head_is_tested(qk):
-    """null_replicates=0 reads no replicate and flags no head (the test needs them); the default reads 64."""
+    """null_replicates=0 reads no replicate and flags no head (the test needs them); the default reads 64, whose
+    pooled windows give the null distribution on 400 subsets of the input's 8 windows."""
     diag = diagnose_qk(*qk, nulls=("gauss_qk",), null_windows=8, null_replicates=0)
     assert diag.replicates is None and diag.meta["null_replicates"] == 0
     assert (diag.heads["beyond_null"] == "").all() and diag.heads["null_p"].isna().all()
     diag = diagnose_qk(*qk, nulls=("gauss_qk",), null_windows=8)
-    assert len(diag.replicates) == diag.meta["null_replicates"] == 64
+    assert diag.meta["null_replicates"] == 64 and len(diag.replicates) == diag.meta["null_subsets"] == 400
+    assert (diag.replicates["windows"] == 8).all()
     assert diag.heads["null_p"].notna().all()

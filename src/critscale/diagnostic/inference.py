@@ -2,22 +2,23 @@
 
 **Beyond the null.**  A head's law shares and gamma are compared with their sampling distribution for
 a head without structure, measured: :data:`NULL_REPLICATES` independent Gaussian q/k heads
-(:func:`.nulls.replicate_source`), each read over the input's own design *and its own number of
-windows* by the same code, so that their spread carries every source of error of the head's
-statistic (few windows, rows of one window sharing their keys, levels of the prefix design sharing
-their keys), and their mean carries the null's own finite-n bias.  For each of the
-:data:`TESTED` statistics the head's value ``x`` is set against the replicates' mean ``m`` and
-standard deviation ``s`` by the prediction test
+(:func:`.nulls.replicate_source`) of the input's own number of windows W, read over the input's own
+design by the same code.  Their R W windows are pooled and the statistics are read, by the same
+estimators as a head's, on :data:`SUBSETS` random sets of W of them (drawn without replacement), so
+that their spread is that of a W-window statistic, with every source of its error (few windows, rows
+of one window sharing their keys, levels of the prefix design sharing their keys), and their mean
+carries the null's own finite-W bias; pooling estimates the spread more precisely than R separate
+replicates would.  For each of the :data:`TESTED` statistics the head's value ``x`` is set against
+the subsets' mean ``m`` and standard deviation ``s`` by the prediction test
 
 .. math::  t = (x - m) / (s \\sqrt{1 + 1/R}),
 
-two-sided, against Student's t with ``R - 1`` degrees of freedom (exact for a normal statistic; a
-new draw of the same law lies outside ``|t| > t_{R-1}(1 - a/2)`` with probability ``a``).  The four
+two-sided, against Student's t with ``R - 1`` degrees of freedom (exact for a normal statistic whose
+mean and spread come from R independent draws; the pooled spread only makes it more so).  The four
 comparisons of a head share the level :data:`FLAG_LEVEL` (Bonferroni: each is made at
 ``FLAG_LEVEL / 4``), so a head whose statistics are drawn like the null's is flagged with
-probability at most :data:`FLAG_LEVEL`.  Every head has its own comparison with the replicates; the
-replicates are drawn once per diagnosis, so the null's error enters through ``m`` and ``s``, each
-estimated from ``R`` independent heads (not from one draw read once).
+probability at most :data:`FLAG_LEVEL`.  The replicates are drawn once per diagnosis and carry the
+null's error into ``m`` and ``s`` (not one draw read once and taken as exact).
 tests/test_diagnostic_calibration.py measures the rate on i.i.d. Gaussian heads of both designs.
 
 **The rule.**  A head of a law with rule nulls (:data:`.nulls.RULE_NULLS`) is *consistent* with a
@@ -37,6 +38,7 @@ from scipy.stats import norm, t as student
 from .nulls import RULE_LABEL, RULE_NULLS, RULES
 
 NULL_REPLICATES = 64  # independent Gaussian q/k heads that give each head's statistics their null distribution
+SUBSETS = 400  # random sets of the input's number of windows drawn from the replicates' pooled windows
 TESTED = ("rows_linear", "rows_power", "rows_step", "gamma")  # the comparisons of a head with the null
 FLAG_LEVEL = 0.05  # a head without structure is flagged with at most this probability
 RULE_LEVEL = 0.01  # a head of a rule's null is inconsistent with that rule with at most this probability
@@ -49,14 +51,23 @@ def flag_threshold(replicates: int) -> float:
     return float(student.isf(FLAG_LEVEL / len(TESTED) / 2, int(replicates) - 1))
 
 
-def null_distribution(replicates: pd.DataFrame) -> pd.DataFrame:
-    """Mean, standard deviation and count of the finite replicate values of each statistic of :data:`TESTED`."""
+def null_distribution(subsets: pd.DataFrame, replicates: int) -> pd.DataFrame:
+    """Mean and standard deviation of each statistic of :data:`TESTED` over the subsets of the pooled null
+    windows, and ``count``, the number of independent replicates they come from (their degrees of freedom).
+
+    Subsets of W of the pool's N = R W windows, drawn without replacement, overlap: their variance is
+    the variance of a W-window statistic times (N - W)/(N - 1) (for a mean of windows), which is undone here.
+    """
+    windows = int(subsets["windows"].iloc[0])  # W, the windows of each subset
+    pool = int(replicates) * windows
+    correction = (pool - 1) / (pool - windows) if pool > windows else 1.0
     out = {}
     for name in TESTED:
-        values = replicates[name].to_numpy(dtype=np.float64)
+        values = subsets[name].to_numpy(dtype=np.float64)
         values = values[np.isfinite(values)]
         out[name] = {"mean": float(values.mean()) if len(values) else np.nan,
-                     "sd": float(values.std(ddof=1)) if len(values) > 1 else np.nan, "count": len(values)}
+                     "sd": float(np.sqrt(values.var(ddof=1) * correction)) if len(values) > 1 else np.nan,
+                     "count": int(replicates) if len(values) > 1 else 0}
     return pd.DataFrame(out).T
 
 

@@ -27,6 +27,9 @@ from .windows import BLOCK_ELEMENTS, ArraySource, ModelSource
 WINDOWS = 32  # default number of windows
 NULL_WINDOW_FACTOR = 4  # nulls read this many times the input's windows (at least MIN_NULL_WINDOWS)
 MIN_NULL_WINDOWS = 32
+HEAD_SEED = 0  # seed of every head's window bootstrap (its interval does not change with the null seed)
+RULE_NULL_WINDOWS = 512  # by default the rules' reference nulls read at least this many windows
+RULE_REFERENCES = frozenset(null for table in nulls_module.RULE_NULLS.values() for null in table.values())
 ROW_COLUMNS = ("unit", "layer", "head", "window", "level", "n", "query", "kappa", "kappa16", "beta_half",
                "p_max", "entropy", "first_weight", "argmax_first", "spread", "degenerate", "law")
 
@@ -43,7 +46,7 @@ class Diagnosis:
     profiles: pd.DataFrame  # median scale-free gap profile per unit
     rows: pd.DataFrame | None = None  # one line per row (heads and nulls), when asked for
     meta: dict = field(default_factory=dict)
-    replicates: pd.DataFrame | None = None  # one line per Gaussian null replicate (:mod:`.inference`)
+    replicates: pd.DataFrame | None = None  # the null distribution: one line per subset of null windows (:mod:`.inference`)
 
 
 def _concatenate(chunks: list[dict]) -> dict:
@@ -88,8 +91,17 @@ def resolve_null_windows(null_windows, windows: int) -> int:
     return int(null_windows)
 
 
+def resolve_rule_windows(null_windows, resolved: int) -> int:
+    """Windows of the rules' reference nulls: ``null_windows`` when given, else at least :data:`RULE_NULL_WINDOWS`.
+
+    Every head's rule is read against the same references, so their error is shared by all heads: read
+    on many windows, it stays well below a head's (a few hundredths in gamma).
+    """
+    return int(resolved) if null_windows is not None else max(int(resolved), RULE_NULL_WINDOWS)
+
+
 def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: int, *, keep_rows: bool,
-                 windows_option: str, null_replicates: int = 0) -> None:
+                 windows_option: str, null_replicates: int = 0, rule_windows: int | None = None) -> None:
     """Refuse, before any allocation, a diagnosis whose heads or nulls need more memory than the machine has."""
     block = BLOCK_ELEMENTS if isinstance(source, ArraySource) else 0  # a model source reads one window a block
     L, H, W, d = (int(source.n_layers), int(source.n_heads), int(source.n_windows), int(source.head_dim))
@@ -101,6 +113,10 @@ def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: i
     kinds = [nulls_module.NULLS[name].kind for name in nulls]
     need = budget.nulls_bytes(kinds, null_windows, d, design, keep_rows=keep_rows, block_elements=BLOCK_ELEMENTS,
                               workers=min(kinds.count("rows"), os.cpu_count() or 1))
+    references = [name for name in nulls if name in RULE_REFERENCES]
+    if references and rule_windows is not None and rule_windows > null_windows:  # those rows nulls read more windows
+        need += budget.nulls_bytes(["rows"] * len(references), rule_windows, d, design, keep_rows=keep_rows,
+                                   block_elements=BLOCK_ELEMENTS, workers=min(len(references), os.cpu_count() or 1))
     budget.check(need, f"null_windows {null_windows} (--null-windows) for {len(nulls)} null(s)",
                  "give fewer null windows or fewer nulls", beside=heads, beside_what="the heads")
     if null_replicates:
@@ -113,21 +129,21 @@ def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: i
 
 def read_replicates(design: Design, windows: int, count: int, head_dim: int, spread: float, *, seed: int,
                     backend: str) -> pd.DataFrame:
-    """Summary records of ``count`` independent Gaussian null replicates over ``design`` and ``windows``.
+    """The null distribution of a head's statistics at ``windows`` windows: one line per subset of windows.
 
-    Drawn a chunk at a time (:func:`.inference.replicate_chunks`); each is summarised like a head, without
-    bootstrap intervals (only its point statistics enter the null distribution).
+    ``count`` x ``windows`` independent Gaussian null windows are read over ``design`` (drawn a chunk of
+    replicates at a time, :func:`.inference.replicate_chunks`) and pooled; the statistics are read on
+    :data:`.inference.SUBSETS` random sets of ``windows`` of them (:func:`.summary.subset_records`).
     """
     rng = np.random.default_rng([seed, 97, 1009])
-    records, done = [], 0
+    chunks, done = [], 0
     for size in inference.replicate_chunks(count, windows, design.window_length, head_dim, BLOCK_ELEMENTS):
         source = nulls_module.replicate_source(design, windows, size, head_dim, spread, rng)
-        for (_, head), data in _split_units(_read_source(source, design, backend), size).items():
-            record = summary.summarise_unit(f"replicate{done + head}", -1, -1, data, seed=seed,
-                                            min_windows=np.iinfo(np.int64).max)[0]
-            records.append(record)
+        data = _read_source(source, design, backend)
+        data["window"] = (done + data["head"]) * int(windows) + data["window"]  # one pool of windows
+        chunks.append(data)
         done += size
-    return pd.DataFrame(records)
+    return summary.subset_records(_concatenate(chunks), windows, inference.SUBSETS, rng)
 
 
 NULL_SPREAD_WITHOUT_ROWS = 1.0  # logit spread of the q/k nulls when every row of the input is degenerate
@@ -154,15 +170,18 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     """Read every head of ``source`` and the null heads over ``design``; summarise them all.
 
     ``null_replicates`` independent Gaussian q/k heads over the input's own design and windows give each
-    head's test against the null (:mod:`.inference`; 0: no test).  Every size is checked against the
+    head's test against the null (:mod:`.inference`; 0: no test).  ``seed`` draws the nulls and the
+    replicates; every head's window bootstrap is drawn with :data:`HEAD_SEED`.  Every size is checked against the
     machine's memory first (:func:`check_memory`); ``windows_option`` names the option that set the
     input's windows in that message.
     """
     nulls = nulls_module.check_names(nulls)
+    given = null_windows
     null_windows = resolve_null_windows(null_windows, source.n_windows)
+    rule_windows = resolve_rule_windows(given, null_windows)
     null_replicates = inference.check_replicates(null_replicates)
     check_memory(source, design, nulls, null_windows, keep_rows=keep_rows, windows_option=windows_option,
-                 null_replicates=null_replicates)
+                 null_replicates=null_replicates, rule_windows=rule_windows)
     backend = resolve_backend(backend)
     start = time.perf_counter()
     data = _read_source(source, design, backend)
@@ -175,7 +194,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     row_nulls = [name for name in nulls if nulls_module.NULLS[name].kind == "rows"]
     # the row nulls are numpy work on the CPU, which releases the GIL: they run in threads, beside the q/k nulls
     with ThreadPoolExecutor(max_workers=max(1, min(len(row_nulls), os.cpu_count() or 1))) as pool:
-        pending = {name: pool.submit(nulls_module.family_statistics, name, design, null_windows, rngs[name])
+        pending = {name: pool.submit(nulls_module.family_statistics, name, design,
+                                     rule_windows if name in RULE_REFERENCES else null_windows, rngs[name])
                    for name in row_nulls}
         null_data = {}
         for name in nulls:
@@ -192,7 +212,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
                                   backend=backend) if null_replicates and intervals else None)
     records, bins, curves, profiles, row_frames = [], [], [], [], []
     for unit, layer, head, unit_data in units:
-        rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed)
+        # a head's bootstrap is drawn from its own fixed stream: the seed draws the nulls, not the head's interval
+        rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed if layer < 0 else HEAD_SEED)
         records.append(rec)
         bins += b
         curves += c
@@ -202,7 +223,7 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     table = pd.DataFrame(records)
     heads, null_table = summary.audit(table[table["layer"] >= 0].reset_index(drop=True),
                                       table[table["layer"] < 0].reset_index(drop=True), replicates,
-                                      intervals=intervals)
+                                      intervals=intervals, replicate_count=null_replicates)
     lengths = np.array(design.levels, dtype=np.float64)
     kappa16_lengths = lengths[lengths >= summary.KAPPA16_MIN_N]
     null_table.insert(3, "gamma_exact", [nulls_module.exact_slope(u, kappa16_lengths) for u in null_table["unit"]])
@@ -214,12 +235,14 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "levels": list(design.levels), "queries": design.queries, "causal": design.causal,
             "window_length": design.window_length, "windows": int(source.n_windows),
             "layers": int(source.n_layers), "heads": int(source.n_heads), "head_dim": int(source.head_dim),
-            "nulls": list(nulls), "null_windows": int(null_windows), "null_spread": spread,
+            "nulls": list(nulls), "null_windows": int(null_windows), "rule_null_windows": int(rule_windows),
+            "null_spread": spread,
             "null_spread_from": spread_from, "degenerate_heads": heads.loc[heads["degenerate"], "unit"].tolist(),
             "degenerate_threshold": summary.DEGENERATE_THRESHOLD,
             "kappa16_min_n": summary.KAPPA16_MIN_N, "law_min_n": summary.LAW_MIN_N, "shape_k": laws.SHAPE_K,
             "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": intervals,
-            "null_replicates": null_replicates if replicates is not None else 0, "flag_level": inference.FLAG_LEVEL,
+            "null_replicates": null_replicates if replicates is not None else 0, "null_subsets": inference.SUBSETS,
+            "flag_level": inference.FLAG_LEVEL,
             "rule_level": inference.RULE_LEVEL, "heads_beyond_null": int((heads["beyond_null"] != "").sum()),
             "rule_counts": heads["best_rule"].value_counts().to_dict(),
             "rule_undecided_share": float((heads["best_rule"] == inference.UNDECIDED).mean()) if len(heads) else 0.0,

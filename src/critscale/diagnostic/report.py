@@ -67,7 +67,8 @@ def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
                  f"no intervals: they need at least {meta['min_windows_for_intervals']} windows")
     lines += [f"input: {meta['input']}",
               f"design: {meta['windows']} window(s) of {meta['window_length']} tokens; {meta['design_text']}",
-              f"nulls: {', '.join(meta['nulls'])} ({meta['null_windows']} windows each, same design); {intervals}; "
+              f"nulls: {', '.join(meta['nulls'])} ({meta['null_windows']} windows each, the rules' references "
+              f"{meta.get('rule_null_windows', meta['null_windows'])}, same design); {intervals}; "
               f"{meta['seconds']:.1f} s ({meta['backend']})"]
     if "text_loss" in meta:
         loss = meta["text_loss"]

@@ -132,6 +132,31 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
     return record, bins, curves, profiles
 
 
+def subset_records(data: dict, windows: int, subsets: int, rng: np.random.Generator) -> pd.DataFrame:
+    """The tested statistics (:data:`.inference.TESTED`) and p_max of ``subsets`` random sets of ``windows`` windows.
+
+    ``data`` are the rows of a pool of null windows; each set is drawn without replacement and read by the
+    same estimators as :func:`summarise_unit` (law shares of the defined rows, gamma of kappa_16 on
+    n >= :data:`KAPPA16_MIN_N`, median p_max of the longest level).
+    """
+    labels = row_laws(data)
+    ids, inverse = np.unique(data["window"], return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    rows_of = np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1)  # rows of each pooled window
+    p_max = data["max_weight"][:, MODEL_BETA]
+    longest = data["level"] == data["level"].max()
+    records = []
+    for _ in range(int(subsets)):
+        sel = np.concatenate([rows_of[i] for i in rng.choice(len(ids), size=int(windows), replace=False)])
+        defined = sel[labels[sel] != "undefined"]
+        record = {f"rows_{law}": float(np.mean(labels[defined] == law)) if len(defined) else np.nan for law in laws.LAWS}
+        record["gamma"] = laws.fit_gamma(data["level"][sel], data["n"][sel], data["kappa16"][sel], data["window"][sel],
+                                         min_n=KAPPA16_MIN_N, min_windows=np.iinfo(np.int64).max).gamma
+        record["p_max"] = _median(p_max[sel[longest[sel]]])
+        records.append(record)
+    return pd.DataFrame(records).assign(windows=int(windows))
+
+
 def _mark_degenerate(record: dict) -> None:
     """A degenerate head's record: flagged, no law, sink, kappa, gamma or law shares (NaN, ``undefined``)."""
     record["degenerate"] = True
@@ -145,17 +170,18 @@ def _mark_degenerate(record: dict) -> None:
 
 
 def audit(heads: pd.DataFrame, nulls: pd.DataFrame, replicates: pd.DataFrame | None = None, *,
-          intervals: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+          intervals: bool = True, replicate_count: int = inference.NULL_REPLICATES) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Add the rule decision and the null comparisons to ``heads`` and ``nulls`` (returns new frames).
 
-    ``replicates`` are the summary records of the Gaussian null replicates (:mod:`.inference`); without
-    them (or without ``intervals``) no head is tested against the null (``beyond_null`` empty).
+    ``replicates`` are the statistics of subsets of the pooled windows of ``replicate_count`` Gaussian null
+    replicates (:mod:`.inference`); without them (or without ``intervals``) no head is tested against
+    the null (``beyond_null`` empty).
     """
     by_name = nulls.set_index("unit") if len(nulls) else pd.DataFrame(columns=["gamma", "gamma_low", "gamma_high"])
     null_gamma = by_name["gamma"]
     reference = by_name.loc[REFERENCE_NULL] if REFERENCE_NULL in by_name.index else None
-    distribution = (inference.null_distribution(replicates) if replicates is not None and len(replicates) > 1
-                    else None)
+    distribution = (inference.null_distribution(replicates, replicate_count)
+                    if replicates is not None and len(replicates) > 1 else None)
 
     def one(row, exclude=None) -> dict:
         out = inference.rule_decision(row, by_name)
