@@ -84,3 +84,23 @@ def test_estimates_grow_with_every_size():
     assert budget.nulls_bytes(["qk", "rows"], 20, 16, design, keep_rows=False, block_elements=2**24, workers=2) > small
     assert budget.capture_bytes(2, 3, 512, 16) == 2 * budget.capture_bytes(2, 3, 256, 16) > 0
     assert budget.human(8 * 10**12) == "7.28 TiB" and budget.human(512) == "512 B"
+
+
+@pytest.mark.parametrize("bad", [1, -2, 2.5, True, "64"])
+def test_null_replicates_that_give_no_standard_deviation_are_refused(qk, nothing_read, bad):
+    """One replicate has no standard deviation to test against; negatives, floats, booleans, strings are refused
+    too, before anything is read."""
+    with pytest.raises(ValueError, match=r"null_replicates must be an integer >= 2 \(0: no test against the null\)"):
+        diagnose_qk(*qk, nulls=("gauss_qk",), null_replicates=bad)
+
+
+def test_no_replicates_means_no_head_is_tested(qk):
+    """null_replicates=0 reads no replicate and flags no head (the test needs them); the default reads 64, whose
+    pooled windows give the null distribution on 400 subsets of the input's 8 windows."""
+    diag = diagnose_qk(*qk, nulls=("gauss_qk",), null_windows=8, null_replicates=0)
+    assert diag.replicates is None and diag.meta["null_replicates"] == 0
+    assert (diag.heads["beyond_null"] == "").all() and diag.heads["null_p"].isna().all()
+    diag = diagnose_qk(*qk, nulls=("gauss_qk",), null_windows=8)
+    assert diag.meta["null_replicates"] == 64 and len(diag.replicates) == diag.meta["null_subsets"] == 400
+    assert (diag.replicates["windows"] == 8).all()
+    assert diag.heads["null_p"].notna().all()

@@ -105,6 +105,14 @@ def nulls_bytes(kinds, windows: int, head_dim: int, design, *, keep_rows: bool, 
     return total
 
 
+def replicates_bytes(count: int, windows: int, head_dim: int, design, *, chunk: int, block_elements: int) -> int:
+    """Memory of ``count`` Gaussian null replicates of ``windows`` windows, drawn ``chunk`` at a time."""
+    T, m = design.window_length, design.queries
+    rows = rows_read(1, count, windows, m, design.levels) * ROW_BYTES
+    draw = QK_NULL_BYTES * int(chunk) * int(windows) * T * int(head_dim)
+    return rows + draw + block_bytes(1, chunk, windows, m, T, head_dim, block_elements)
+
+
 def check(need: int, what: str, remedy: str, *, beside: int = 0, beside_what: str = "") -> None:
     """Refuse with one line when ``need`` (plus ``beside``) bytes exceed :func:`memory_limit`."""
     limit = memory_limit()

@@ -18,7 +18,7 @@ from .figures import LAW_COLORS
 from .laws import LAWS
 from .pipeline import Diagnosis
 from .report import REGIMES
-from .summary import BEYOND_Z, REFERENCE_NULL  # noqa: F401  (BEYOND_Z: for pages that state the test)
+from .summary import BEYOND_Z, REFERENCE_NULL  # noqa: F401  (BEYOND_Z: the |t| of one comparison, for pages)
 
 
 def _reference(diag: Diagnosis, required: bool = True) -> pd.Series | None:

@@ -44,6 +44,7 @@ constant, so they tie with ``none`` and ``ssmax``.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -139,6 +140,53 @@ def exact_slope(name: str, lengths) -> float:
     return slope(x, np.log(np.asarray(families.get(family).kappa_bar(lengths), dtype=np.float64)))
 
 
+UNIT_SPREAD_ROWS = 2048  # rows per length of the draw that measures a unit Gaussian head's median row spread
+
+
+@functools.lru_cache(maxsize=32)
+def unit_spread(design: Design, head_dim: int) -> float:
+    """Median row spread of i.i.d. N(0, I) queries and keys at logit scale ``1/sqrt(head_dim)`` over ``design``.
+
+    Slightly below 1 (a row's spread is ``|q|/sqrt(d)`` times the standard deviation of its ``n``
+    logits): measured on a fixed draw of :data:`UNIT_SPREAD_ROWS` rows per length, with the design's
+    row lengths, so that the Gaussian nulls' median spread is the input's, not 1% off.
+    """
+    rng = np.random.default_rng([int(head_dim), design.window_length, 7919])
+    d, groups, spreads = int(head_dim), 32, []
+    for n in design.levels:
+        per = UNIT_SPREAD_ROWS // groups  # queries per set of keys
+        lengths = np.resize(design.row_lengths(n), per)  # (per,)
+        q = rng.standard_normal((groups, per, d), dtype=np.float32)
+        k = rng.standard_normal((groups, int(n), d), dtype=np.float32)
+        logits = (q @ k.transpose(0, 2, 1)).astype(np.float64) / math.sqrt(d)  # (G, per, n)
+        valid = np.arange(int(n)) < lengths[:, None]  # (per, n)
+        mean = np.where(valid, logits, 0.0).sum(axis=-1) / lengths  # (G, per)
+        spreads.append(np.sqrt(np.where(valid, (logits - mean[..., None]) ** 2, 0.0).sum(axis=-1) / lengths).ravel())
+    return float(np.median(np.concatenate(spreads)))
+
+
+def gauss_scale(spread: float, head_dim: int, design: Design) -> float:
+    """Logit scale of Gaussian q/k heads of dimension ``head_dim`` whose rows have median spread ``spread``.
+
+    A logit ``q . k`` of i.i.d. N(0, I) vectors has variance ``head_dim``: the scale is ``spread / sqrt(head_dim)``,
+    divided by :func:`unit_spread` (the median spread of such rows at scale ``1/sqrt(head_dim)``).
+    """
+    return float(spread) / math.sqrt(int(head_dim)) / unit_spread(design, head_dim)
+
+
+def replicate_source(design: Design, windows: int, count: int, head_dim: int, spread: float,
+                     rng: np.random.Generator) -> ArraySource:
+    """``count`` independent ``gauss_qk`` heads of ``windows`` windows each, as the heads of one layer.
+
+    Each is read over the input's own design and windows, so the spread of a statistic over them is the
+    sampling distribution of that statistic for a head without structure (:mod:`.inference`).
+    """
+    shape = (1, int(count), int(windows), design.window_length, int(head_dim))  # (1, R, W, T, d_h)
+    q = rng.standard_normal(shape, dtype=np.float32)
+    k = rng.standard_normal(shape, dtype=np.float32)
+    return ArraySource(torch.from_numpy(q), torch.from_numpy(k), gauss_scale(spread, head_dim, design), causal=design.causal)
+
+
 def qk_source(name: str, design: Design, windows: int, head_dim: int, spread: float,
               rng: np.random.Generator) -> ArraySource:
     """The q/k null ``name`` as an :class:`.windows.ArraySource` of one layer and one head."""
@@ -146,7 +194,7 @@ def qk_source(name: str, design: Design, windows: int, head_dim: int, spread: fl
     q = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)  # (1, 1, W, T, d_h)
     k = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)
     if name == "gauss_qk":
-        return ArraySource(torch.from_numpy(q), torch.from_numpy(k), spread / math.sqrt(d), causal=design.causal)
+        return ArraySource(torch.from_numpy(q), torch.from_numpy(k), gauss_scale(spread, d, design), causal=design.causal)
     a = math.sqrt(d)  # every query's component along u = e_0
     q[..., 0] = a
     bulk = math.sqrt(a * a + d - 1)  # |q|: a bulk logit q.k_j is N(0, |q|^2) before scaling

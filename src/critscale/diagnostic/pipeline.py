@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import budget, laws, nulls as nulls_module, summary
+from . import budget, inference, laws, nulls as nulls_module, summary
 from .design import Design, DesignError, make_design
 from .qkfile import validate_qk
 from .rows import BETA_GRID, MODEL_BETA, block_statistics, resolve_backend
@@ -28,6 +28,9 @@ from .windows import BLOCK_ELEMENTS, ArraySource, ModelSource
 WINDOWS = 32  # default number of windows
 NULL_WINDOW_FACTOR = 4  # nulls read this many times the input's windows (at least MIN_NULL_WINDOWS)
 MIN_NULL_WINDOWS = 32
+HEAD_SEED = 0  # seed of every head's window bootstrap (its interval does not change with the null seed)
+RULE_NULL_WINDOWS = 512  # by default the rules' reference nulls read at least this many windows
+RULE_REFERENCES = frozenset(null for table in nulls_module.RULE_NULLS.values() for null in table.values())
 ROW_COLUMNS = ("unit", "layer", "head", "window", "level", "n", "query", "kappa", "kappa16", "beta_half",
                "p_max", "entropy", "first_weight", "argmax_first", "spread", "degenerate", "law")
 
@@ -44,6 +47,7 @@ class Diagnosis:
     profiles: pd.DataFrame  # median scale-free gap profile per unit
     rows: pd.DataFrame | None = None  # one line per row (heads and nulls), when asked for
     meta: dict = field(default_factory=dict)
+    replicates: pd.DataFrame | None = None  # the null distribution: one line per subset of null windows (:mod:`.inference`)
 
 
 def _concatenate(chunks: list[dict]) -> dict:
@@ -88,8 +92,17 @@ def resolve_null_windows(null_windows, windows: int) -> int:
     return int(null_windows)
 
 
+def resolve_rule_windows(null_windows, resolved: int) -> int:
+    """Windows of the rules' reference nulls: ``null_windows`` when given, else at least :data:`RULE_NULL_WINDOWS`.
+
+    Every head's rule is read against the same references, so their error is shared by all heads: read
+    on many windows, it stays well below a head's (a few hundredths in gamma).
+    """
+    return int(resolved) if null_windows is not None else max(int(resolved), RULE_NULL_WINDOWS)
+
+
 def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: int, *, keep_rows: bool,
-                 windows_option: str) -> None:
+                 windows_option: str, null_replicates: int = 0, rule_windows: int | None = None) -> None:
     """Refuse, before any allocation, a diagnosis whose heads or nulls need more memory than the machine has."""
     block = BLOCK_ELEMENTS if isinstance(source, ArraySource) else 0  # a model source reads one window a block
     L, H, W, d = (int(source.n_layers), int(source.n_heads), int(source.n_windows), int(source.head_dim))
@@ -101,8 +114,37 @@ def check_memory(source, design: Design, nulls: tuple[str, ...], null_windows: i
     kinds = [nulls_module.NULLS[name].kind for name in nulls]
     need = budget.nulls_bytes(kinds, null_windows, d, design, keep_rows=keep_rows, block_elements=BLOCK_ELEMENTS,
                               workers=min(kinds.count("rows"), os.cpu_count() or 1))
+    references = [name for name in nulls if name in RULE_REFERENCES]
+    if references and rule_windows is not None and rule_windows > null_windows:  # those rows nulls read more windows
+        need += budget.nulls_bytes(["rows"] * len(references), rule_windows, d, design, keep_rows=keep_rows,
+                                   block_elements=BLOCK_ELEMENTS, workers=min(len(references), os.cpu_count() or 1))
     budget.check(need, f"null_windows {null_windows} (--null-windows) for {len(nulls)} null(s)",
                  "give fewer null windows or fewer nulls", beside=heads, beside_what="the heads")
+    if null_replicates:
+        chunk = inference.replicate_chunks(null_replicates, W, design.window_length, d, BLOCK_ELEMENTS)[0]
+        replicates = budget.replicates_bytes(null_replicates, W, d, design, chunk=chunk, block_elements=BLOCK_ELEMENTS)
+        budget.check(replicates, f"{null_replicates} Gaussian null replicates of {W} windows ({windows_option})",
+                     "read fewer windows or give fewer null replicates", beside=heads + need,
+                     beside_what="the heads and the nulls")
+
+
+def read_replicates(design: Design, windows: int, count: int, head_dim: int, spread: float, *, seed: int,
+                    backend: str) -> pd.DataFrame:
+    """The null distribution of a head's statistics at ``windows`` windows: one line per subset of windows.
+
+    ``count`` x ``windows`` independent Gaussian null windows are read over ``design`` (drawn a chunk of
+    replicates at a time, :func:`.inference.replicate_chunks`) and pooled; the statistics are read on
+    :data:`.inference.SUBSETS` random sets of ``windows`` of them (:func:`.summary.subset_records`).
+    """
+    rng = np.random.default_rng([seed, 97, 1009])
+    chunks, done = [], 0
+    for size in inference.replicate_chunks(count, windows, design.window_length, head_dim, BLOCK_ELEMENTS):
+        source = nulls_module.replicate_source(design, windows, size, head_dim, spread, rng)
+        data = _read_source(source, design, backend)
+        data["window"] = (done + data["head"]) * int(windows) + data["window"]  # one pool of windows
+        chunks.append(data)
+        done += size
+    return summary.subset_records(_concatenate(chunks), windows, inference.SUBSETS, rng)
 
 
 NULL_SPREAD_WITHOUT_ROWS = 1.0  # logit spread of the q/k nulls when every row of the input is degenerate
@@ -124,15 +166,23 @@ def null_spread(data: dict) -> tuple[float, str]:
 def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module.DEFAULT_NULLS,
                     null_windows: int | None = None, seed: int = 0, backend: str = "auto",
                     keep_rows: bool = False, meta: dict | None = None,
-                    on_null: Callable[[str], None] | None = None, windows_option: str = "windows") -> Diagnosis:
+                    on_null: Callable[[str], None] | None = None, windows_option: str = "windows",
+                    null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """Read every head of ``source`` and the null heads over ``design``; summarise them all.
 
-    Every size is checked against the machine's memory first (:func:`check_memory`); ``windows_option``
-    names the option that set the input's windows in that message.
+    ``null_replicates`` independent Gaussian q/k heads over the input's own design and windows give each
+    head's test against the null (:mod:`.inference`; 0: no test).  ``seed`` draws the nulls and the
+    replicates; every head's window bootstrap is drawn with :data:`HEAD_SEED`.  Every size is checked against the
+    machine's memory first (:func:`check_memory`); ``windows_option`` names the option that set the
+    input's windows in that message.
     """
     nulls = nulls_module.check_names(nulls)
+    given = null_windows
     null_windows = resolve_null_windows(null_windows, source.n_windows)
-    check_memory(source, design, nulls, null_windows, keep_rows=keep_rows, windows_option=windows_option)
+    rule_windows = resolve_rule_windows(given, null_windows)
+    null_replicates = inference.check_replicates(null_replicates)
+    check_memory(source, design, nulls, null_windows, keep_rows=keep_rows, windows_option=windows_option,
+                 null_replicates=null_replicates, rule_windows=rule_windows)
     backend = resolve_backend(backend)
     start = time.perf_counter()
     data = _read_source(source, design, backend)
@@ -145,7 +195,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     row_nulls = [name for name in nulls if nulls_module.NULLS[name].kind == "rows"]
     # the row nulls are numpy work on the CPU, which releases the GIL: they run in threads, beside the q/k nulls
     with ThreadPoolExecutor(max_workers=max(1, min(len(row_nulls), os.cpu_count() or 1))) as pool:
-        pending = {name: pool.submit(nulls_module.family_statistics, name, design, null_windows, rngs[name])
+        pending = {name: pool.submit(nulls_module.family_statistics, name, design,
+                                     rule_windows if name in RULE_REFERENCES else null_windows, rngs[name])
                    for name in row_nulls}
         null_data = {}
         for name in nulls:
@@ -157,9 +208,13 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
         for name in row_nulls:
             null_data[name] = _concatenate(pending[name].result())
     units += [(name, -1, -1, null_data[name]) for name in nulls]
+    intervals = int(source.n_windows) >= laws.MIN_WINDOWS
+    replicates = (read_replicates(design, source.n_windows, null_replicates, source.head_dim, spread, seed=seed,
+                                  backend=backend) if null_replicates and intervals else None)
     records, bins, curves, profiles, row_frames = [], [], [], [], []
     for unit, layer, head, unit_data in units:
-        rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed)
+        # a head's bootstrap is drawn from its own fixed stream: the seed draws the nulls, not the head's interval
+        rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed if layer < 0 else HEAD_SEED)
         records.append(rec)
         bins += b
         curves += c
@@ -168,7 +223,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             row_frames.append(_row_frame(unit, layer, head, unit_data))
     table = pd.DataFrame(records)
     heads, null_table = summary.audit(table[table["layer"] >= 0].reset_index(drop=True),
-                                      table[table["layer"] < 0].reset_index(drop=True))
+                                      table[table["layer"] < 0].reset_index(drop=True), replicates,
+                                      intervals=intervals, replicate_count=null_replicates)
     lengths = np.array(design.levels, dtype=np.float64)
     kappa16_lengths = lengths[lengths >= summary.KAPPA16_MIN_N]
     null_table.insert(3, "gamma_exact", [nulls_module.exact_slope(u, kappa16_lengths) for u in null_table["unit"]])
@@ -180,16 +236,22 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "levels": list(design.levels), "queries": design.queries, "causal": design.causal,
             "window_length": design.window_length, "windows": int(source.n_windows),
             "layers": int(source.n_layers), "heads": int(source.n_heads), "head_dim": int(source.head_dim),
-            "nulls": list(nulls), "null_windows": int(null_windows), "null_spread": spread,
+            "nulls": list(nulls), "null_windows": int(null_windows), "rule_null_windows": int(rule_windows),
+            "null_spread": spread,
             "null_spread_from": spread_from, "degenerate_heads": heads.loc[heads["degenerate"], "unit"].tolist(),
             "degenerate_threshold": summary.DEGENERATE_THRESHOLD,
             "kappa16_min_n": summary.KAPPA16_MIN_N, "law_min_n": summary.LAW_MIN_N, "shape_k": laws.SHAPE_K,
-            "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": int(source.n_windows) >= laws.MIN_WINDOWS,
+            "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": intervals,
+            "null_replicates": null_replicates if replicates is not None else 0, "null_subsets": inference.SUBSETS,
+            "flag_level": inference.FLAG_LEVEL,
+            "rule_level": inference.RULE_LEVEL, "heads_beyond_null": int((heads["beyond_null"] != "").sum()),
+            "rule_counts": heads["best_rule"].value_counts().to_dict(),
+            "rule_undecided_share": float((heads["best_rule"] == inference.UNDECIDED).mean()) if len(heads) else 0.0,
             "crossover": list(summary.CROSSOVER), "backend": backend, "beta_grid": BETA_GRID.tolist(),
             "rule_reference": rule_reference, "heads_seconds": round(heads_seconds, 2),
             "seconds": round(time.perf_counter() - start, 2), "seed": seed}
     return Diagnosis(heads, null_table, pd.DataFrame(bins), pd.DataFrame(curves), pd.DataFrame(profiles),
-                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info)
+                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info, replicates)
 
 
 def token_windows(tokens, length: int, max_windows: int) -> np.ndarray:
@@ -241,7 +303,8 @@ def text_windows(tokenizer, texts, length: int, max_windows: int) -> np.ndarray:
 def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: int = WINDOWS,
                    design: str = "suffix", queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
                    null_windows: int | None = None, seed: int = 0, backend: str = "auto",
-                   keep_rows: bool = False, progress: bool = False, meta: dict | None = None) -> Diagnosis:
+                   keep_rows: bool = False, progress: bool = False, meta: dict | None = None,
+                   null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of ``loaded`` (a :class:`critscale.models.LoadedModel`) on token ids ``tokens``."""
     length = resolve_length(loaded.context, max_len)
     windows = token_windows(tokens, length, max_windows)
@@ -274,7 +337,7 @@ def diagnose_windows(loaded, windows: np.ndarray, *, max_windows: int = WINDOWS,
         source.on_forward = lambda: bar.update(1)
     try:
         diag = diagnose_source(source, plan, describe=loaded.describe(), nulls=nulls, null_windows=null_windows,
-                               seed=seed, backend=backend, keep_rows=keep_rows,
+                               seed=seed, backend=backend, keep_rows=keep_rows, null_replicates=null_replicates,
                                windows_option=f"max_windows {max_windows} (--max-windows)",
                                meta={"checkpoint": loaded.checkpoint, "tokens": int(windows.size), **(meta or {})},
                                on_null=None if bar is None else (lambda name: bar.set_description(f"null {name}")))
@@ -322,7 +385,8 @@ def diagnose(model, tokenizer, texts, *, max_len: int | None = None, max_windows
 
 def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
                 null_windows: int | None = None, seed: int = 0, backend: str = "auto",
-                keep_rows: bool = False, meta: dict | None = None) -> Diagnosis:
+                keep_rows: bool = False, meta: dict | None = None,
+                null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of queries and keys ``(layers, heads, windows, T, d_head)`` (format of :mod:`.qkfile`).
 
     A forward per window: the prefix design applies (:mod:`.design`).  ``scale`` defaults to
@@ -335,4 +399,5 @@ def diagnose_qk(q, k, scale=None, causal=True, *, queries: int = 4, nulls=nulls_
     describe = (f"q/k arrays: {layers} layers x {heads} heads, {windows} windows of {T} tokens, d_head {d}, "
                 f"scale {arrays.scale:.6g}, {'causal' if arrays.causal else 'not causal'}")
     return diagnose_source(source, plan, describe=describe, nulls=nulls, null_windows=null_windows, seed=seed,
-                           backend=backend, keep_rows=keep_rows, meta=meta, windows_option="the q/k input's shape")
+                           backend=backend, keep_rows=keep_rows, meta=meta, windows_option="the q/k input's shape",
+                           null_replicates=null_replicates)

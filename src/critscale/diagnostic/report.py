@@ -67,7 +67,8 @@ def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
                  f"no intervals: they need at least {meta['min_windows_for_intervals']} windows")
     lines += [f"input: {meta['input']}",
               f"design: {meta['windows']} window(s) of {meta['window_length']} tokens; {meta['design_text']}",
-              f"nulls: {', '.join(meta['nulls'])} ({meta['null_windows']} windows each, same design); {intervals}; "
+              f"nulls: {', '.join(meta['nulls'])} ({meta['null_windows']} windows each, the rules' references "
+              f"{meta.get('rule_null_windows', meta['null_windows'])}, same design); {intervals}; "
               f"{meta['seconds']:.1f} s ({meta['backend']})"]
     if "text_loss" in meta:
         loss = meta["text_loss"]
@@ -95,7 +96,8 @@ def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
         lines += ["  row shares linear/power/step, median over heads: "
                   + "/".join(_fmt(h[f"rows_{law}"].median(), ".2f") for law in laws.LAWS)
                   + "; Gaussian q/k null: " + "/".join(_fmt(ref[f"rows_{law}"], ".2f") for law in laws.LAWS),
-                  f"  heads whose law shares or gamma differ from the null's (95% per head): "
+                  f"  heads whose law shares or gamma differ from {meta.get('null_replicates', 0)} Gaussian null "
+                  f"replicates (at most {meta.get('flag_level', 0.05):.0%} of heads without structure): "
                   f"{int((h['beyond_null'] != '').sum())} of {len(h)}"]
         lines.append(f"gamma (kappa_16 on n >= {meta['kappa16_min_n']}): median over heads "
                      f"{_fmt(h['gamma'].median(), '.2f')}; Gaussian q/k null {_interval(ref, 'gamma')}")

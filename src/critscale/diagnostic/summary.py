@@ -18,34 +18,33 @@
 * **gamma**: slopes of kappa_16 (the primary ``gamma``, rows with n >= 64), of kappa (``gamma_kappa``)
   and of beta_1/2 (``gamma_half``) on log log n, with window-bootstrap intervals.
 
-:func:`audit` then puts each head beside the nulls (:mod:`.nulls`): the drift of each rule is the
-head's gamma minus the gamma of the null of the head's law whose exact scale is that rule
-(:data:`.nulls.RULE_NULLS`); the rule with the smallest |drift| is ``best_rule`` (``undefined`` for a
-law without rule nulls, such as ``power``), and ``rules_consistent`` lists the rules whose null gamma
-lies inside the head's interval.  The Gaussian q/k null's law shares and gamma stand beside the
-head's (``null_rows_*``, ``null_gamma*``); ``gamma_z`` is the head's gamma minus the null's in
-standard errors of the difference, and ``beyond_null`` names the law shares and the gamma that
-differ from the null's by more than :data:`BEYOND_Z` such standard errors (``+`` above, ``-``
-below; each standard error from the width of its window-bootstrap interval, 3.92 standard errors
-wide).  :data:`BEYOND_Z` makes the four comparisons of a head together a 95% test (Bonferroni), so
-at most about 5% of heads that do not differ from the null are flagged.
+:func:`audit` then puts each head beside the nulls (:mod:`.nulls`) and decides (:mod:`.inference`):
+the drift of each rule is the head's gamma minus the gamma of the null of the head's law whose exact
+scale is that rule (:data:`.nulls.RULE_NULLS`); ``rules_consistent`` lists the rules whose null the
+head's gamma cannot be told from, ``best_rule`` is the one such rule (``undecided`` when there are
+none or several, ``undefined`` for a law without rule nulls, such as ``power``) and ``nearest_rule``
+the rule of smallest |drift|.  The Gaussian q/k null's law shares and gamma stand beside the head's
+(``null_rows_*``, ``null_gamma*``); each head's law shares and gamma are tested against independent
+Gaussian null replicates read over the head's own design and windows: ``beyond_null`` names those
+that differ (``+`` above, ``-`` below), ``null_p`` is the head's Bonferroni-adjusted p-value and
+``gamma_z`` the t of its gamma.  A head without structure is flagged with probability at most 5%
+(measured in tests/test_diagnostic_calibration.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
-from . import laws
-from .nulls import NULLS, RULE_LABEL, RULE_NULLS, RULES
+from . import inference, laws
+from .nulls import NULLS
 from .rows import BETA_GRID, MODEL_BETA
 
 KAPPA16_MIN_N = laws.min_length(16)
 LAW_MIN_N = laws.min_length(laws.SHAPE_K)
 CROSSOVER = (0.25, 4.0)
 REFERENCE_NULL = "gauss_qk"  # the head without structure, whose shares stand beside every head's
-BEYOND_Z = float(norm.isf(0.05 / 2 / 4))  # two-sided, four comparisons per head (3 law shares, gamma): 2.50
+BEYOND_Z = inference.flag_threshold(inference.NULL_REPLICATES)  # |t| that flags one comparison at the default
 DEGENERATE_THRESHOLD = 0.5  # a head is degenerate when at least this share of its rows has all logits equal
 UNDEFINED_WHEN_DEGENERATE = ("kappa", "kappa16", "c", "c16", "profile_r2", "gamma", "gamma_low", "gamma_high",
                              "gamma_kappa", "gamma_kappa_low", "gamma_kappa_high", "gamma_half", "gamma_half_low",
@@ -133,6 +132,31 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
     return record, bins, curves, profiles
 
 
+def subset_records(data: dict, windows: int, subsets: int, rng: np.random.Generator) -> pd.DataFrame:
+    """The tested statistics (:data:`.inference.TESTED`) and p_max of ``subsets`` random sets of ``windows`` windows.
+
+    ``data`` are the rows of a pool of null windows; each set is drawn without replacement and read by the
+    same estimators as :func:`summarise_unit` (law shares of the defined rows, gamma of kappa_16 on
+    n >= :data:`KAPPA16_MIN_N`, median p_max of the longest level).
+    """
+    labels = row_laws(data)
+    ids, inverse = np.unique(data["window"], return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    rows_of = np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1)  # rows of each pooled window
+    p_max = data["max_weight"][:, MODEL_BETA]
+    longest = data["level"] == data["level"].max()
+    records = []
+    for _ in range(int(subsets)):
+        sel = np.concatenate([rows_of[i] for i in rng.choice(len(ids), size=int(windows), replace=False)])
+        defined = sel[labels[sel] != "undefined"]
+        record = {f"rows_{law}": float(np.mean(labels[defined] == law)) if len(defined) else np.nan for law in laws.LAWS}
+        record["gamma"] = laws.fit_gamma(data["level"][sel], data["n"][sel], data["kappa16"][sel], data["window"][sel],
+                                         min_n=KAPPA16_MIN_N, min_windows=np.iinfo(np.int64).max).gamma
+        record["p_max"] = _median(p_max[sel[longest[sel]]])
+        records.append(record)
+    return pd.DataFrame(records).assign(windows=int(windows))
+
+
 def _mark_degenerate(record: dict) -> None:
     """A degenerate head's record: flagged, no law, sink, kappa, gamma or law shares (NaN, ``undefined``)."""
     record["degenerate"] = True
@@ -145,46 +169,36 @@ def _mark_degenerate(record: dict) -> None:
     record["regime_kappa"] = record["regime_kappa16"] = "undefined"
 
 
-def _se(low: float, high: float) -> float:
-    """Standard error implied by a 95% interval (its width over 3.92)."""
-    return (high - low) / 3.92
+def audit(heads: pd.DataFrame, nulls: pd.DataFrame, replicates: pd.DataFrame | None = None, *,
+          intervals: bool = True, replicate_count: int = inference.NULL_REPLICATES) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Add the rule decision and the null comparisons to ``heads`` and ``nulls`` (returns new frames).
 
-
-def audit(heads: pd.DataFrame, nulls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Add the rule audit and the null comparisons to ``heads`` and ``nulls`` (returns new frames)."""
-    by_name = nulls.set_index("unit") if len(nulls) else None
-    null_gamma = by_name["gamma"] if by_name is not None else pd.Series(dtype=float)
-    reference = by_name.loc[REFERENCE_NULL] if by_name is not None and REFERENCE_NULL in by_name.index else None
+    ``replicates`` are the statistics of subsets of the pooled windows of ``replicate_count`` Gaussian null
+    replicates (:mod:`.inference`); without them (or without ``intervals``) no head is tested against
+    the null (``beyond_null`` empty).
+    """
+    by_name = nulls.set_index("unit") if len(nulls) else pd.DataFrame(columns=["gamma", "gamma_low", "gamma_high"])
+    null_gamma = by_name["gamma"]
+    reference = by_name.loc[REFERENCE_NULL] if REFERENCE_NULL in by_name.index else None
+    distribution = (inference.null_distribution(replicates, replicate_count)
+                    if replicates is not None and len(replicates) > 1 else None)
 
     def one(row, exclude=None) -> dict:
-        out = {}
-        references = {rule: null for rule, null in RULE_NULLS.get(row["law"], {}).items() if null in null_gamma.index}
-        for rule in RULES:
-            out[f"drift_{rule}"] = row["gamma"] - null_gamma[references[rule]] if rule in references else np.nan
-        drifts = {rule: out[f"drift_{rule}"] for rule in RULES if np.isfinite(out[f"drift_{rule}"])}
-        out["best_rule"] = RULE_LABEL[min(drifts, key=lambda r: abs(drifts[r]))] if drifts else "undefined"
-        out["rules_consistent"] = ",".join(RULE_LABEL[rule] for rule, null in references.items()
-                                           if row["gamma_low"] <= null_gamma[null] <= row["gamma_high"])
+        out = inference.rule_decision(row, by_name)
         others = {k: v for k, v in null_gamma.items() if k != exclude and np.isfinite(v)}
         out["nearest_null"] = (min(others, key=lambda k: abs(others[k] - row["gamma"]))
                                if others and np.isfinite(row["gamma"]) else "undefined")
         if reference is not None:
-            beyond = []
             for law in laws.LAWS:
-                share = reference[f"rows_{law}"]
-                out[f"null_rows_{law}"] = share
-                se = np.hypot(_se(row[f"rows_{law}_low"], row[f"rows_{law}_high"]),
-                              _se(reference[f"rows_{law}_low"], reference[f"rows_{law}_high"]))
-                difference = row[f"rows_{law}"] - share
-                if np.isfinite(se) and abs(difference) > BEYOND_Z * se:
-                    beyond.append(f"{law}{'+' if difference > 0 else '-'}")
+                out[f"null_rows_{law}"] = reference[f"rows_{law}"]
             for suffix in ("", "_low", "_high"):
                 out[f"null_gamma{suffix}"] = reference[f"gamma{suffix}"]
-            se = np.hypot(_se(row["gamma_low"], row["gamma_high"]), _se(reference["gamma_low"], reference["gamma_high"]))
-            out["gamma_z"] = (row["gamma"] - reference["gamma"]) / se if se > 0 else np.nan
-            if abs(out["gamma_z"]) > BEYOND_Z:
-                beyond.append(f"gamma{'+' if out['gamma_z'] > 0 else '-'}")
-            out["beyond_null"] = ",".join(beyond)
+        if distribution is not None:
+            test = inference.null_test(row, distribution, intervals=intervals)
+            out["gamma_z"] = test.pop("gamma_t")
+            out.update(test)
+        else:
+            out.update(gamma_z=np.nan, null_p=np.nan, beyond_null="")
         return out
 
     heads = heads.join(pd.DataFrame([one(r) for _, r in heads.iterrows()], index=heads.index))
