@@ -288,6 +288,10 @@ def test_diagnose_takes_a_loaded_model_and_texts(tmp_path, model_type):
     other = diagnose_model(loaded, tokens[128:], max_len=128, max_windows=2, nulls=("gauss_qk",), null_windows=4)
     assert not np.allclose(other.heads["p_max"], expected.heads["p_max"]), "other windows give other heads"
     assert loaded.model.config._attn_implementation == "sdpa" and not loaded.model.training
+    # the count of null replicates reaches the pipeline from every model entry (1 is refused there)
+    for entry, data in ((critscale.diagnose, (loaded.model, ByteTokenizer(), texts)), (diagnose_model, (loaded, tokens))):
+        with pytest.raises(ValueError, match="null_replicates must be an integer >= 2"):
+            entry(*data, null_replicates=1, **QUICK)
 
 
 def test_diagnose_refuses_bad_input_in_one_line(tmp_path):

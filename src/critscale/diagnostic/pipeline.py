@@ -310,13 +310,13 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
     windows = token_windows(tokens, length, max_windows)
     return diagnose_windows(loaded, windows, max_windows=max_windows, design=design, queries=queries, nulls=nulls,
                             null_windows=null_windows, seed=seed, backend=backend, keep_rows=keep_rows,
-                            progress=progress, meta=meta)
+                            progress=progress, meta=meta, null_replicates=null_replicates)
 
 
 def diagnose_windows(loaded, windows: np.ndarray, *, max_windows: int = WINDOWS, design: str = "suffix",
                      queries: int = 4, nulls=nulls_module.DEFAULT_NULLS, null_windows: int | None = None,
                      seed: int = 0, backend: str = "auto", keep_rows: bool = False, progress: bool = False,
-                     meta: dict | None = None) -> Diagnosis:
+                     meta: dict | None = None, null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of ``loaded`` on token windows ``(W, T)``; the design is causal or not as the model's masks are.
 
     For an encoder (rows that see every key) a level ``n`` is its own forward of ``n`` tokens
@@ -351,7 +351,8 @@ def diagnose_windows(loaded, windows: np.ndarray, *, max_windows: int = WINDOWS,
 def diagnose(model, tokenizer, texts, *, max_len: int | None = None, max_windows: int = WINDOWS,
              design: str = "suffix", queries: int = 4, nulls=nulls_module.DEFAULT_NULLS,
              null_windows: int | None = None, seed: int = 0, backend: str = "auto", keep_rows: bool = False,
-             progress: bool = False, meta: dict | None = None) -> Diagnosis:
+             progress: bool = False, meta: dict | None = None,
+             null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of an already-loaded transformers ``model`` on ``texts`` (a string or a sequence of them).
 
     ``model`` is any transformers model whose attention goes through ``AttentionInterface`` (a decoder or
@@ -378,7 +379,8 @@ def diagnose(model, tokenizer, texts, *, max_len: int | None = None, max_windows
     try:
         return diagnose_windows(loaded, windows, max_windows=max_windows, design=design, queries=queries,
                                 nulls=nulls, null_windows=null_windows, seed=seed, backend=backend,
-                                keep_rows=keep_rows, progress=progress, meta=meta)
+                                keep_rows=keep_rows, progress=progress, meta=meta,
+                                null_replicates=null_replicates)
     finally:
         model.train(training)
 
