@@ -16,7 +16,9 @@ Z_SEM = 4.0  # standard errors of Monte-Carlo noise allowed in every comparison
 
 GUMBEL = ["gauss", "ptail1", "ptail3", "logexp", "edge"]
 FITTED = ["gauss", "ptail3", "logexp", "edge"]  # eps_n > 0; ptail1 rows are their own limit points
-TESTED = ["collision_c2", "collision_c4", "collision_c8", "entropy_c4", "entropy_c8"]
+TESTED = ["collision_c2", "collision_c4", "collision_c8", "entropy_c2", "entropy_c4", "entropy_c8"]  # declared
+FAILING = ["entropy_c2"]  # the recorded failure: its fit does not exclude the neighbour c* = 0.9 at Z_SEM
+PASSING = [cell for cell in TESTED if cell not in FAILING]
 CHECK_C = ["c2", "c4", "c8"]
 
 
@@ -27,15 +29,16 @@ def gumbel(ci_results):
 
 @pytest.mark.book
 def test_the_tested_cells_are_the_recorded_ones(gumbel):
-    """The chapter tests five cells: Sum p^2 at c = 2, 4, 8 and H at c = 4, 8.  H at c = 2 is shown but not
-    tested: its eps-expansion converges slowest (text of the chapter)."""
+    """The chapter tests the six cells declared before the data: Sum p^2 and H at c = 2, 4, 8, with the
+    pass criterion of this file (Z_SEM).  A page that drops a failing cell from the tested set fails here."""
     assert gumbel["extrap_tested"] == TESTED
+    assert gumbel["extrap_z_pass"] == Z_SEM
     assert gumbel["extrap_max_abs_z_tested"] == pytest.approx(max(abs(gumbel[f"extrap_z_{c}"]) for c in TESTED))
     assert gumbel["extrap_alternative_c_star"] == [0.9, 1.1]
 
 
 @pytest.mark.book
-@pytest.mark.parametrize("cell", TESTED)
+@pytest.mark.parametrize("cell", PASSING)
 def test_extrapolation_reaches_the_poisson_dirichlet_limit_and_rejects_its_neighbours(gumbel, cell):
     """The correction D_n extrapolates to 0 (the rows converge to PD(1/c, 0), Theorem 6 item 4) within Z_SEM
     standard errors of the fit, and the same fit excludes PD(c*/c, 0) for c* = 0.9 and 1.1: a critical scale
@@ -56,11 +59,29 @@ def test_extrapolation_reaches_the_poisson_dirichlet_limit_and_rejects_its_neigh
 
 @pytest.mark.book
 @pytest.mark.parametrize("family", FITTED)
-@pytest.mark.parametrize("cell", TESTED)
+@pytest.mark.parametrize("cell", PASSING)
 def test_every_family_extrapolates_to_the_same_limit(gumbel, family, cell):
     """Fitted on its own (first and second order free), each family's correction extrapolates to 0: a family
     whose rows converged to another limit would fail here even if the pooled fit absorbed it."""
     assert abs(gumbel[f"extrap_family_z_{family}_{cell}"]) < Z_SEM
+
+
+@pytest.mark.book
+@pytest.mark.parametrize("cell", TESTED)
+def test_each_cell_verdict_is_read_off_its_numbers(gumbel, cell):
+    """Every declared cell's recorded verdict is the criterion applied to its z values (intercept within Z_SEM of
+    0, both neighbours beyond Z_SEM), the recorded failures are exactly FAILING, and the page's verdict sentence
+    reports each failing cell as failing and counts the others as passing.  Calling the failing cell a pass, or
+    leaving it out of the sentence, fails here."""
+    passes = abs(gumbel[f"extrap_z_{cell}"]) < Z_SEM and all(
+        abs(gumbel[f"extrap_z_{cell}_cstar{c_star}"]) > Z_SEM for c_star in ("0p9", "1p1"))
+    assert gumbel["extrap_verdicts"][cell] == ("pass" if passes else "fail")
+    assert (cell in FAILING) == (not passes)
+    text = gumbel["extrap_verdict_text"]
+    assert text.startswith(f"{len(PASSING)} of the {len(TESTED)} cells pass")
+    key, tag = cell.split("_")
+    name = (r"$\sum_ip_i^2$" if key == "collision" else "the entropy") + f" at $c={tag[1:]}$"
+    assert (f"{name} **fails**" in text) == (cell in FAILING)
 
 
 @pytest.mark.book
