@@ -92,3 +92,18 @@ def test_step_row_exercise_attains_the_width_bound(values):
     attained), and the minimiser of the bound is 1 - 1/log n to within the grid step 1e-4."""
     assert values["ex_step_max_diff"] <= 1e-12 * values["ex_step_last"]
     assert values["ex_theta_max_diff"] <= 1e-4
+
+
+def test_legendre_duality_cites_a_reference_on_legendre_duality():
+    """The Legendre-duality sentence cites Touchette 2009 (Legendre structure of entropy and free energy) and
+    Rockafellar 1970 (convex conjugates), both present in the bibliography; it no longer cites Ruelle 1987, a
+    paper on the REM and GREM, for the duality."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    chapter = (root / "notebooks" / "02_free_energy.md").read_text()
+    line = next(l for l in chapter.splitlines() if "microcanonical/canonical duality" in l)
+    assert "ruelle1987mathematical" not in line
+    bib = (root / "book" / "references.bib").read_text()
+    for key in ("touchette2009large", "rockafellar1970convex"):
+        assert key in line
+        assert "{" + key + "," in bib

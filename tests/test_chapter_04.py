@@ -229,3 +229,30 @@ def test_exercise_4_1_solution_runs_and_attains_the_lower_bracket(capsys):
     assert bracket.lower <= namespace["half"] <= bracket.upper
     assert namespace["half"] / bracket.lower == pytest.approx(math.log(n - 1) / (math.log(n) - math.log(2)), rel=1e-13)
     assert capsys.readouterr().out
+
+
+@pytest.mark.book
+def test_invariance_heading_and_sentence_follow_the_verdicts(critical):
+    """The section no longer claims that entropy invariance *is* accumulation-scale invariance: its opening
+    sentence counts, from the per-pair verdicts, the pairs where each rule is consistent with exact and where
+    neither is, and names every family for which neither rule holds at any target.  A heading asserting the
+    identity, or a sentence with counts or families typed by hand (e.g. planted_shrink named in a profile where
+    one of its targets is consistent), fails here."""
+    from pathlib import Path
+    page = (Path(__file__).resolve().parents[1] / "notebooks" / "04_critical_temperatures.md").read_text()
+    assert "Entropy invariance is accumulation-scale invariance" not in page
+    heading = next(i for i, l in enumerate(page.splitlines()) if l.startswith("## Entropy invariance"))
+    assert page.splitlines()[heading + 2] == "{glue:md}`invariance_verdict:myst`"
+    drifts = critical["drifts"]
+    verdicts = [d["verdict"] for d in drifts.values()]
+    kbar = sum(v in ("kappa_bar only", "both") for v in verdicts)
+    su = sum(v in ("Su only", "both") for v in verdicts)
+    neither = verdicts.count("neither")
+    assert (critical["verdict_kbar_consistent"], critical["verdict_su_consistent"]) == (kbar, su)
+    broken = [f for f in FAMILIES if all(d["verdict"] == "neither" for k, d in drifts.items() if k.endswith(f"_{f}"))]
+    assert critical["verdict_neither_families"] == broken
+    text = critical["invariance_verdict_text"]
+    assert f"consistent with exact in {kbar}, Su's rule in {su}, and neither rule in {neither}" in text
+    tail = text.split(";")[-1] if broken else ""
+    for family in FAMILIES:
+        assert bool(re.search(rf"\b{family}\b", tail)) == (family in broken), family

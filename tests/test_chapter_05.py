@@ -280,3 +280,24 @@ def test_exercise_5_1_solution_runs_and_shows_kappa_falling(capsys):
     ratio = np.array(namespace["medians"]) / cs.families.get("pareto2").kappa_bar(np.array(namespace["lengths"]))
     assert ratio[-1] > ratio[0] * 1.3
     assert "fitted exponent" in capsys.readouterr().out
+
+
+@pytest.mark.book
+def test_summary_box_names_every_planted_family_the_quantile_row_misses(ladder):
+    """The summary box no longer bounds the planted miss by a bare number: its clause, built from the fits,
+    names exactly the planted families whose 95% interval excludes the quantile row's slope, each with the
+    distance in interval half-widths.  A box that says "at most <distance>" while a family (planted_shrink at
+    about ten half-widths in the cpu profile) is rejected fails here."""
+    from pathlib import Path
+    page = (Path(__file__).resolve().parents[1] / "notebooks" / "05_ladder.md").read_text()
+    claim = next(l for l in page.splitlines() if l.startswith(": For every family of independent scores"))
+    assert claim.endswith("{glue:md}`step_claim:myst`.")
+    text = ladder["step_claim_text"]
+    rejected = [f for f in STEP if not F(ladder, f)["lo"] <= F(ladder, f)["qrow_slope"] <= F(ladder, f)["hi"]]
+    assert ladder["step_qrow_rejected"] == rejected
+    for family in STEP:
+        half = abs(F(ladder, family)["fitted"] - F(ladder, family)["qrow_slope"]) / (_se(ladder, family) * 1.96)
+        assert ladder["step_qrow_half_widths"][family] == pytest.approx(half, rel=1e-9)
+        named = f"{family} ({half:.1f} interval half-widths away)" in text
+        assert named == (family in rejected), family
+        assert (half > 1) == (family in rejected), family
