@@ -471,6 +471,26 @@ def test_summary_box_convention_catches_each_broken_field():
     assert summaries.cross_page("{glue:text}`k`", "t") == "{glue:text}`generated/t.ipynb::k:`"
 
 
+def test_landing_page_pastes_the_markdown_a_box_glues(tmp_path):
+    """myst-nb does not paste {glue:md} across pages (the landing page warned 'No key ... found' and the
+    strict build failed): the value is read from the executed notebook and pasted in place."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    record = {"application/papermill.record/text/markdown": "6 of the $6$ cells pass",
+              "application/papermill.record/text/plain": "'6 of the 6 cells pass'"}
+    nb.cells = [nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        "display_data", data=record, metadata={"scrapbook": {"name": "verdict", "mime_prefix": ""}})])]
+    nbformat.write(nb, tmp_path / "t.ipynb")
+    records = summaries.MarkdownRecords(tmp_path)
+    assert summaries.cross_page("in the test, {glue:md}`verdict:myst`.", "t", records) == \
+        "in the test, 6 of the $6$ cells pass."
+    with pytest.raises(summaries.SummaryError, match="pastes other, which the notebook glued no markdown for"):
+        summaries.cross_page("{glue:md}`other:myst`", "t", records)
+    with pytest.raises(summaries.SummaryError, match="no executed notebook"):
+        summaries.cross_page("{glue:md}`verdict:myst`", "u", records)
+
+
 def test_appendix_links_every_numbered_result_of_the_brief():
     """One numbering: no 'Theorem 6' of the brief may survive into the rendered appendix."""
     body = appendix.render((ROOT / "docs" / "theory.md").read_text())

@@ -66,7 +66,7 @@ def stage(layout: Layout, builder: str) -> Path:
     (generated / "theory_brief_body.md").write_text(appendix.render((root / "docs" / "theory.md").read_text()))
     _recorded_tables(layout, generated / "tables")
     sources = [root / "notebooks" / f"{n}.md" for n in toc_notebooks(root)]
-    (generated / "key_results.md").write_text(summaries.key_results(sources))
+    (generated / "key_results.md").write_text(summaries.key_results(sources, site / "generated"))
     notebook, key = HEADLINE
     for suffix in ("svg", "png"):
         figure = layout.results / "figures" / notebook / f"{key}.{suffix}"

@@ -107,10 +107,48 @@ def read(path: Path) -> Summary | None:
     return Summary(path.stem, label.group(1) if label else path.stem, parse_fields(boxes(text)[0]))
 
 
-def cross_page(markdown: str, notebook: str) -> str:
-    """Glue roles of ``notebook`` rewritten to the cross-page form the landing page needs."""
+MARKDOWN_RECORD = "application/papermill.record/text/markdown"
+
+
+class MarkdownRecords:
+    """The markdown values a chapter glued, read from its executed notebook.
+
+    myst-nb resolves ``{glue:text}`` across pages but not ``{glue:md}``, so the landing page
+    pastes those values itself, from the notebook the book shows.
+    """
+
+    def __init__(self, executed: Path | None):
+        self.executed, self._cache = executed, {}
+
+    def value(self, notebook: str, key: str) -> str:
+        if notebook not in self._cache:
+            import json
+
+            path = None if self.executed is None else self.executed / f"{notebook}.ipynb"
+            if path is None or not path.is_file():
+                raise SummaryError(f"{notebook}: its summary box pastes markdown ({key}) but no executed notebook")
+            values = {}
+            for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
+                for output in cell.get("outputs", []):
+                    name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+                    if name and MARKDOWN_RECORD in output.get("data", {}):
+                        values[name] = output["data"][MARKDOWN_RECORD]
+            self._cache[notebook] = values
+        if key not in self._cache[notebook]:
+            raise SummaryError(f"{notebook}: its summary box pastes {key}, which the notebook glued no markdown for")
+        return self._cache[notebook][key]
+
+
+def cross_page(markdown: str, notebook: str, records: MarkdownRecords | None = None) -> str:
+    """Glue roles of ``notebook`` rewritten to the cross-page form the landing page needs.
+
+    ``{glue:md}`` roles are replaced by the value itself (``records``), since myst-nb does not paste
+    markdown across pages.
+    """
     def rewrite(match: re.Match) -> str:
         role, target = match.groups()
+        if role == "glue:md" and "::" not in target:
+            return (records or MarkdownRecords(None)).value(notebook, target.rsplit(":", 1)[0])
         if "::" not in target:
             # myst-nb splits the format at the last colon: a key without one gets an empty format
             suffix = ":" if role == "glue:text" and ":" not in target else ""
@@ -120,14 +158,18 @@ def cross_page(markdown: str, notebook: str) -> str:
     return GLUE_ROLE.sub(rewrite, markdown)
 
 
-def key_results(sources: list[Path]) -> str:
-    """The landing page's "Key results": one paragraph per chapter that has a valid box."""
+def key_results(sources: list[Path], executed: Path | None = None) -> str:
+    """The landing page's "Key results": one paragraph per chapter that has a valid box.
+
+    ``executed`` is the folder of the executed notebooks, which the markdown a box pastes is read from.
+    """
     paragraphs = []
+    records = MarkdownRecords(executed)
     for path in sources:
         summary = read(path)
         if summary is None:
             continue
-        f = {k: cross_page(v, summary.notebook) for k, v in summary.fields.items()}
+        f = {k: cross_page(v, summary.notebook, records) for k, v in summary.fields.items()}
         paragraphs.append(
             f"**{{ref}}`{summary.chapter_label}`.** {f['Claim']} "
             f"*Status: {f['Status']}.* Key number: {f['Key number']} ({f['Figure']}).")
