@@ -15,6 +15,7 @@ import torch
 
 from critscale.cli import main
 from critscale.gpt2.corpus import build_corpus
+from checks import one_line_error
 
 TEXT = build_corpus("topics").heldout.decode("utf-8")
 QUICK = ["--nulls", "gauss_qk,ptail2", "--null-windows", "8", "--no-progress"]
@@ -36,14 +37,6 @@ def _write(tmp_path, text, name="text.txt"):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def _one_line_error(capsys, *fragments):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "Traceback" not in err[0], err
-    for fragment in fragments:
-        assert fragment in err[0], err[0]
-    return err[0]
 
 
 def test_diagnose_end_to_end(tiny_model, tmp_path, capsys):
@@ -92,9 +85,9 @@ def test_out_is_fresh_or_forced(tiny_model, tmp_path, capsys):
     (out / "head_maps.png").write_bytes(b"a figure no run.json here records")
     capsys.readouterr()
     assert main(args) == 2
-    _one_line_error(capsys, "is not empty", "--force")
+    one_line_error(capsys, "is not empty", "--force")
     assert main(args + ["--force"]) == 2
-    _one_line_error(capsys, "head_maps.png is not among the outputs that run.json there records")
+    one_line_error(capsys, "head_maps.png is not among the outputs that run.json there records")
     assert (out / "head_maps.png").read_bytes() == b"a figure no run.json here records"
     assert (out / "rows.csv.gz").exists()
     (out / "head_maps.png").unlink()
@@ -117,7 +110,7 @@ def test_bad_out_is_refused_before_loading_the_model(tmp_path, capsys, make, fra
     status = main(["diagnose", "--model", str(tmp_path / "no-model"), "--text", str(_write(tmp_path, TEXT)),
                    "--out", str(make(tmp_path))])
     assert status == 2
-    _one_line_error(capsys, fragment)
+    one_line_error(capsys, fragment)
 
 
 @pytest.mark.parametrize("device, fragment", [
@@ -131,7 +124,7 @@ def test_bad_device_is_refused_first(tmp_path, capsys, device, fragment):
     status = main(["diagnose", "--model", str(tmp_path / "no-model"), "--text", str(_write(tmp_path, TEXT)),
                    "--out", str(tmp_path / "out"), "--device", device])
     assert status == 2
-    _one_line_error(capsys, f"--device {device}", fragment)
+    one_line_error(capsys, f"--device {device}", fragment)
     assert not (tmp_path / "out").exists()
 
 
@@ -147,7 +140,7 @@ def test_bad_text_and_options(tiny_model, tmp_path, capsys, case, text, extra, m
     status = main(["diagnose", "--model", str(tiny_model), "--text", str(_write(tmp_path, text)),
                    "--out", str(tmp_path / "out"), "--no-figures", *QUICK, *extra])
     assert status == 2
-    _one_line_error(capsys, message)
+    one_line_error(capsys, message)
     assert not (tmp_path / "out").exists()  # a failed run leaves no directory it created
 
 
@@ -158,7 +151,7 @@ def test_text_that_is_not_utf8(tiny_model, tmp_path, capsys):
     path.write_bytes(TEXT[:3000].encode("ascii", "replace") + b"caf\xe9" + TEXT[3000:6000].encode("ascii", "replace"))
     args = ["diagnose", "--model", str(tiny_model), "--text", str(path), "--max-windows", "8", "--no-figures", *QUICK]
     assert main(args + ["--out", str(tmp_path / "a")]) == 2
-    _one_line_error(capsys, "not valid utf-8: byte 0xe9 at offset 3003")
+    one_line_error(capsys, "not valid utf-8: byte 0xe9 at offset 3003")
     assert main(args + ["--out", str(tmp_path / "b"), "--encoding", "latin-1"]) == 0
 
 
@@ -170,22 +163,22 @@ def test_text_that_is_not_utf8(tiny_model, tmp_path, capsys):
 def test_text_paths(tmp_path, capsys, make, fragment):
     status = main(["diagnose", "--text", str(make(tmp_path)), "--out", str(tmp_path / "out")])
     assert status == 2
-    _one_line_error(capsys, fragment)
+    one_line_error(capsys, fragment)
 
 
 def test_models_that_cannot_be_loaded(tmp_path, capsys):
     text = str(_write(tmp_path, TEXT))
     assert main(["diagnose", "--model", str(tmp_path / "no-model"), "--text", text, "--out", str(tmp_path / "a")]) == 2
-    _one_line_error(capsys, "no-model")
+    one_line_error(capsys, "no-model")
     (tmp_path / "bert").mkdir()
     (tmp_path / "bert" / "config.json").write_text('{"model_type": "bert"}')
     assert main(["diagnose", "--model", str(tmp_path / "bert"), "--text", text, "--out", str(tmp_path / "b")]) == 2
-    _one_line_error(capsys, "bert")
+    one_line_error(capsys, "bert")
 
 
 def test_qk_excludes_model_options(tmp_path, capsys):
     assert main(["diagnose", "--qk", str(tmp_path / "x.npz"), "--model", "gpt2", "--out", str(tmp_path / "o")]) == 2
-    _one_line_error(capsys, "--model and --design do not apply")
+    one_line_error(capsys, "--model and --design do not apply")
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from critscale.cli import main
+from checks import one_line_error
 
 STAGING = ".critscale-staging-"
 
@@ -37,14 +38,6 @@ def qk(tmp_path):
 def _args(qk, out, *extra):
     return ["diagnose", "--qk", str(qk), "--out", str(out), "--nulls", "gauss_qk", "--null-windows", "2",
             "--no-figures", "--no-progress", *extra]
-
-
-def _one_line_error(capsys, *fragments):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "Traceback" not in err[0], err
-    for fragment in fragments:
-        assert fragment in err[0], err[0]
-    return err[0]
 
 
 def _hashes(directory):
@@ -69,7 +62,7 @@ def test_usage_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, fragment
     (an encoding-only handler) passed and failed with a TypeError traceback while decoding."""
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
-    line = _one_line_error(capsys, fragment, "--help")
+    line = one_line_error(capsys, fragment, "--help")
     assert line.startswith("critscale diagnose: error: " if argv else "critscale: error: ")
     assert not (tmp_path / "o").exists()
 
@@ -77,7 +70,7 @@ def test_usage_errors_are_one_line(tmp_path, capsys, monkeypatch, argv, fragment
 def test_negative_seed_names_the_option(qk, tmp_path, capsys):
     """The old command passed -1 to numpy, whose message does not name --seed."""
     assert main(_args(qk, tmp_path / "out", "--seed", "-1")) == 2
-    _one_line_error(capsys, "--seed must be >= 0, got -1")
+    one_line_error(capsys, "--seed must be >= 0, got -1")
     assert not (tmp_path / "out").exists()
 
 
@@ -87,14 +80,14 @@ def test_negative_seed_names_the_option(qk, tmp_path, capsys):
 def test_options_of_text_are_refused_with_qk(qk, tmp_path, capsys, option):
     """Given explicitly, even at its default value: the old command ignored them (exit 0)."""
     assert main(_args(qk, tmp_path / "out", *option)) == 2
-    _one_line_error(capsys, f"given: {option[0]}", "do not apply")
+    one_line_error(capsys, f"given: {option[0]}", "do not apply")
     assert not (tmp_path / "out").exists()
 
 
 def test_out_name_too_long(qk, tmp_path, capsys):
     """The old command raised OSError (ENAMETOOLONG) with a traceback."""
     assert main(_args(qk, tmp_path / ("a" * 300))) == 2
-    _one_line_error(capsys, "--out", "File name too long")
+    one_line_error(capsys, "--out", "File name too long")
 
 
 def test_a_run_that_fails_on_a_fault_leaves_no_directory(qk, tmp_path, monkeypatch):
@@ -147,7 +140,7 @@ def test_full_disk_leaves_no_directory_it_created(qk, tmp_path, monkeypatch, cap
     """The old command left heads.csv, nulls.csv and a truncated bins.csv, no run.json, and a traceback."""
     _full_disk_at(monkeypatch, 3)
     assert main(_args(qk, tmp_path / "out")) == 2
-    _one_line_error(capsys, "bins.csv", "No space left on device")
+    one_line_error(capsys, "bins.csv", "No space left on device")
     assert not (tmp_path / "out").exists()
 
 
@@ -157,7 +150,7 @@ def test_full_disk_leaves_an_existing_directory_as_it_was(qk, tmp_path, monkeypa
     out.mkdir()
     _full_disk_at(monkeypatch, 3)
     assert main(_args(qk, out)) == 2
-    _one_line_error(capsys, "No space left on device")
+    one_line_error(capsys, "No space left on device")
     assert out.is_dir() and list(out.iterdir()) == []
 
 
@@ -169,7 +162,7 @@ def test_full_disk_leaves_an_earlier_run_whole(qk, tmp_path, monkeypatch, capsys
     _full_disk_at(monkeypatch, 3)
     capsys.readouterr()
     assert main(_args(qk, out, "--force")) == 2
-    _one_line_error(capsys, "No space left on device")
+    one_line_error(capsys, "No space left on device")
     assert _hashes(out) == before and sorted(p.name for p in out.iterdir()) == sorted(before)
 
 
@@ -197,7 +190,7 @@ def test_force_refuses_an_output_changed_since_its_run(qk, tmp_path, capsys):
     before = _hashes(out)
     capsys.readouterr()
     assert main(_args(qk, out, "--force")) == 2
-    _one_line_error(capsys, "heads.csv differs from the SHA-256")
+    one_line_error(capsys, "heads.csv differs from the SHA-256")
     assert _hashes(out) == before
 
 
@@ -208,7 +201,7 @@ def test_force_refuses_a_record_that_is_not_a_diagnosis(qk, tmp_path, capsys):
     (out / "run.json").write_text("not a record")
     (out / "summary.txt").write_text("someone's summary")
     assert main(_args(qk, out, "--force")) == 2
-    _one_line_error(capsys, "run.json is not the record of a diagnosis")
+    one_line_error(capsys, "run.json is not the record of a diagnosis")
     assert (out / "summary.txt").read_text() == "someone's summary" and (out / "run.json").read_text() == "not a record"
 
 
@@ -220,7 +213,7 @@ def test_symlinked_out_is_refused(qk, tmp_path, capsys):
     (tmp_path / "link").symlink_to(other)
     capsys.readouterr()
     assert main(_args(qk, tmp_path / "link", "--force")) == 2
-    _one_line_error(capsys, "is a symbolic link")
+    one_line_error(capsys, "is a symbolic link")
     assert _hashes(other) == before
 
 
@@ -233,7 +226,7 @@ def test_symlinked_output_inside_out_is_refused(qk, tmp_path, capsys):
     (out / "summary.txt").symlink_to(tmp_path / "elsewhere.txt")
     capsys.readouterr()
     assert main(_args(qk, out, "--force")) == 2
-    _one_line_error(capsys, "summary.txt is a symbolic link")
+    one_line_error(capsys, "summary.txt is a symbolic link")
     assert (out / "summary.txt").is_symlink() and (tmp_path / "elsewhere.txt").read_text() == "another file\n"
 
 
@@ -282,7 +275,7 @@ def test_a_run_killed_while_writing_leaves_no_output_that_looks_whole(qk, tmp_pa
     left = sorted(p.name for p in out.iterdir())
     assert len(left) == 1 and left[0].startswith(STAGING), left
     assert main(_args(qk, out)) == 2
-    _one_line_error(capsys, "is not empty", "holds no whole run", "--force")
+    one_line_error(capsys, "is not empty", "holds no whole run", "--force")
     assert main(_args(qk, out, "--force")) == 0
     assert set(_recorded(out)) == {p.name for p in out.iterdir()} - {"run.json"}
 
@@ -342,5 +335,5 @@ def test_out_of_memory_is_one_line(qk, tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(critscale.diagnostic, "diagnose_qk", too_large)
     assert main(_args(qk, tmp_path / "out")) == 2
-    _one_line_error(capsys, "out of memory")
+    one_line_error(capsys, "out of memory")
     assert not (tmp_path / "out").exists()

@@ -9,6 +9,7 @@ from scipy.stats import entropy as scipy_entropy
 
 import critscale
 from critscale import _validate, families
+from checks import peak_bytes
 
 
 def example_rows(seed: int = 0) -> list[np.ndarray]:
@@ -187,18 +188,6 @@ def test_gap_sums_of_stored_gaps_leave_them_unchanged():
     assert np.array_equal(gaps, kept)
     for a, b in zip(sums, softmax._gap_sums_broadcast(gaps, betas)):
         np.testing.assert_allclose(a, b, rtol=1e-14, atol=0)
-
-
-def peak_bytes(call) -> int:
-    """Peak memory that numpy allocates during ``call()`` (tracemalloc sees numpy's buffers)."""
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def test_temporaries_are_blocks_not_rows_times_betas():

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import critscale
+from checks import peak_bytes
 
 ROW = np.array([0.0, -1.0, -2.5])
 
@@ -236,19 +237,9 @@ def test_validation_allocates_blocks_not_arrays():
     """The stepwise checks allocated whole-array masks and a float64 copy (np.where) of the scores; the one scan
     holds a block.  accumulation_scale holds only the sorted copy that np.sort makes (the old route also held the
     gaps and the ratios)."""
-    import tracemalloc
-
     scores = np.random.default_rng(2).standard_normal((256, 4096))  # 8 MiB
     scores[::2, ::3] = -np.inf
 
-    def peak(call):
-        tracemalloc.start()
-        try:
-            call()
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
-
-    assert peak(lambda: critscale._validate.as_scores(scores)) < 2**20
-    assert peak(lambda: stepwise_extremes(scores)) > scores.nbytes  # what the test would catch
-    assert peak(lambda: critscale.accumulation_scale(scores)) < 1.2 * scores.nbytes
+    assert peak_bytes(lambda: critscale._validate.as_scores(scores)) < 2**20
+    assert peak_bytes(lambda: stepwise_extremes(scores)) > scores.nbytes  # what the test would catch
+    assert peak_bytes(lambda: critscale.accumulation_scale(scores)) < 1.2 * scores.nbytes
