@@ -13,7 +13,7 @@ from pathlib import Path
 
 FENCE = re.compile(r"^\s*(`{3,}|~{3,}|:{3,})\s*(\{[^}]*\})?(.*)$")
 TEXT_DIRECTIVES = re.compile(r"^\{(prf:(?!proof)\w+|prf:proof|admonition|dropdown|note|tip|warning|important|"
-                             r"exercise|solution|only|figure|epigraph|margin|sidebar|topic)\}$")
+                             r"exercise|solution|only|figure|glue:figure|epigraph|margin|sidebar|topic)\}$")
 OPTION = re.compile(r"^\s*:[\w-]+:(\s|$)")
 LABEL_LINE = re.compile(r"^\s*\([\w:.-]+\)=\s*$")
 EQ_LABEL = re.compile(r"(\$\$)\s*\([\w:.-]+\)\s*$")  # the closing "$$ (eq-x)" of a numbered equation

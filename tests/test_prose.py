@@ -21,7 +21,7 @@ PAGES = sorted((ROOT / "book").glob("*.md"))
 APPENDIX = ROOT / "book" / "theory_brief.md"
 CI_RESULTS = ROOT / "build" / "results" / "ci"
 
-CODE_NAME = re.compile(r"(?<![\w.`/-])(gauss|ptail\d+(?:\.\d+)?|logexp|edge|unif|sphere\d+|planted_shrink|pareto\d+)"
+CODE_NAME = re.compile(r"(?<![\w.`/-])(gauss|ptail\d+(?:\.\d+)?|logexp|(?<!left )(?<!right )edge|unif|sphere\d+|planted_shrink|pareto\d+)"
                        r"(?![\w`(-])")
 RAW_LABEL = re.compile(r"(?<![\w`<])((?:def|lem|thm|prop|cor|rem|eq|sec|fig|tab|ch|brief)-\d{2}-[\w-]+|brief-\d[\w-]*)")
 E_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][-+]?\d+(?![\w])")
@@ -103,7 +103,8 @@ def test_every_standard_family_has_a_reader_name_and_one_row_in_the_mapping_tabl
         assert f"| {reader_names.reader_name(name)} |" in table
     assert len(set(reader_names.READER_NAMES.values())) == len(reader_names.READER_NAMES)
     assert reader_names.reader_name("ptail0.5") == "exp(−√x) tail"
-    assert reader_names.reader_name("sphere17") == "sphere, d = 17"
+    assert reader_names.reader_name("sphere17") == "sphere S¹⁶"
+    assert not any("," in name or " and " in name for name in reader_names.READER_NAMES.values())
     with pytest.raises(ValueError, match="unknown family 'gaus'"):
         reader_names.reader_name("gaus")
 

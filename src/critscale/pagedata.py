@@ -114,15 +114,24 @@ def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None) 
     )
 
 
-def record(key: str, value: Any, display: bool = False, digits: int = 4) -> None:
+def record(key: str, value: Any, display: bool = False, digits: int = 4, text_digits: int | None = None) -> None:
     """Glue ``value`` into the page under ``key`` and write it to the results file.
 
     Returns nothing, so a cell that ends with ``record(...)`` prints nothing.
     A pandas DataFrame is glued as a publication table (``critscale.tables.table_bundle``:
     ``digits`` significant digits, ``\\(...\\)`` typeset as math, no row index) and stored
     in full as records.  A string is glued as text and as markdown (``{glue:md}``).
+    With ``text_digits``, a number is also recorded as ``<key>_text``, written as prose writes
+    numbers (``critscale.tables.format_number(value, text_digits, plain=True)``: ``2.9×10⁻¹²``,
+    never ``2.9e-12``), for ``{glue:text}`<key>_text```.
     """
     value_plain = plain(value)
+    if text_digits is not None:
+        from .tables import format_number
+
+        if not isinstance(value_plain, Real) or isinstance(value_plain, bool):
+            raise ValueError(f"record {key!r}: text_digits needs a number, got {type(value_plain).__name__}")
+        record(f"{key}_text", format_number(value_plain, text_digits, plain=True))
     if _is_dataframe(value):
         from .tables import table_bundle
 

@@ -3,8 +3,9 @@
 The library names a family by its registry name (``"gauss"``, ``"ptail3"``, ``"planted_shrink"``,
 ``"sphere5"``; :func:`critscale.families.get`).  The book's prose, figure legends and table row labels
 use the reader name instead: ``reader_name("ptail3")`` is ``"exp(−x³) tail"``, ``reader_name("sphere5")``
-is ``"sphere, d = 5"``.  ``mapping_table()`` is the markdown table, shown once in the book (the appendix),
+is ``"sphere S⁴"``.  ``mapping_table()`` is the markdown table, shown once in the book (the appendix),
 that pairs each reader name with its code name and its upper tail.
+Reader names contain no comma, so a generated list of them ("a, b and c") reads unambiguously.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ READER_NAMES: dict[str, str] = {
     "logexp": "double exponential",
     "edge": "endpoint singularity",
     "unif": "uniform",
-    "sphere3": "sphere, d = 3",
-    "sphere5": "sphere, d = 5",
-    "sphere9": "sphere, d = 9",
+    "sphere3": "sphere S²",
+    "sphere5": "sphere S⁴",
+    "sphere9": "sphere S⁸",
     "planted": "planted",
     "simplex": "simplex",
-    "planted_shrink": "planted, shrinking",
+    "planted_shrink": "shrinking planted",
 }
 """Reader name of each standard family (:data:`critscale.families.STANDARD`)."""
 
@@ -46,10 +47,11 @@ TAILS: dict[str, str] = {
 """The upper tail of each standard family, as the mapping table states it."""
 
 _SUPERSCRIPT = str.maketrans("0123456789.", "⁰¹²³⁴⁵⁶⁷⁸⁹·")
+_EXPONENT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 _PARAMETRIC = (
     (re.compile(r"ptail(\d+(?:\.\d+)?)"), lambda v: "exp(−√x) tail" if float(v) == 0.5
      else f"exp(−x{_superscript(v)}) tail"),
-    (re.compile(r"sphere(\d+)"), lambda v: f"sphere, d = {int(v)}"),
+    (re.compile(r"sphere(\d+)"), lambda v: f"sphere S{str(int(v) - 1).translate(_EXPONENT)}"),
     (re.compile(r"pareto(\d+(?:\.\d+)?)"), lambda v: f"Pareto, α = {float(v):g}"),
 )
 
