@@ -172,3 +172,21 @@ def test_no_e_notation_in_reader_text():
         for number, line in enumerate(text.split("\n"), 1):
             found += [f"{path.name}:{number}: {m.group(0)}" for m in E_FORMAT.finditer(line)]
     assert found == []
+
+
+# ---------------------------------------------------------------- short "where it stops" sections
+def _limits_section(path):
+    lines = path.read_text().split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("## What") and "where it stops" in line)
+    end = next(i for i in range(start + 1, len(lines)) if re.match(r"## |```\{code-cell\}|\(sec-", lines[i]))
+    return [text for _, text in prose.reader_lines("\n".join(lines[start + 1:end]))]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_where_it_stops_is_short(path):
+    """At most 12 lines of at most ~1,800 characters in all: chapters 04, 05 and 06 had 12-16 lines of 2,400-3,500
+    characters, and chapter 03 one line of five clauses."""
+    section = _limits_section(path)
+    assert len(section) <= 12, len(section)
+    assert sum(len(line) for line in section) <= 1800, sum(len(line) for line in section)
+    assert max(len(line) for line in section) <= 400, max(section, key=len)
