@@ -39,7 +39,9 @@ def ladder(ci_results):
 
 def _records(ladder):
     table = ladder["ladder_table"]
-    return table["columns"], {r["family"]: r for r in table["records"]}
+    code = {cs.reader_names.reader_name(f): f for f in FAMILIES}  # the table's rows carry the reader names
+    assert all(r["family"] in code for r in table["records"]), [r["family"] for r in table["records"]]
+    return table["columns"], {code[r["family"]]: r for r in table["records"]}
 
 
 def _coordinate(family, n):
