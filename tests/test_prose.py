@@ -237,3 +237,25 @@ def test_generated_sentences_are_not_bold_from_start_to_end():
     bad = [f"{page}::{key}" for page, key, text in _glued_strings()
            if text.strip().startswith("**") and text.strip().endswith("**")]
     assert bad == []
+
+
+def test_a_glued_table_names_families_by_reader_name_and_stores_the_registry_names(tmp_path, monkeypatch):
+    """Tables with a 'family' column (chapter 04's drift table, chapter 06's per-family fits, ...) showed `gauss`
+    and `planted_shrink` as row labels; the glued table now shows reader names, the stored records keep the
+    registry names the tests index by."""
+    import pandas as pd
+
+    from critscale import pagedata
+    from critscale.tables import table_bundle
+
+    frame = pd.DataFrame({"family": ["gauss", "planted_shrink", "sphere3"], "x": [1.0, 2.0, 3.0]})
+    shown = table_bundle(pagedata.with_reader_names(frame))["text/markdown"]
+    for name in ("Gaussian", "shrinking planted", "sphere S²"):
+        assert name in shown
+    assert not CODE_NAME.search(prose.CODE_SPAN.sub(" ", shown))
+    monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("CRITSCALE_NOTEBOOK", "t")
+    pagedata.record("table", frame)
+    stored = json.loads((tmp_path / "t.json").read_text())["values"]["table"]
+    assert [r["family"] for r in stored["records"]] == ["gauss", "planted_shrink", "sphere3"]
+    assert frame.family.tolist() == ["gauss", "planted_shrink", "sphere3"]  # the caller's frame is not changed

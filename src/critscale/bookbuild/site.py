@@ -119,7 +119,7 @@ def _recorded_tables(layout: Layout, folder: Path) -> None:
     """
     import pandas as pd
 
-    from ..pagedata import load_results
+    from ..pagedata import load_results, with_reader_names
     from ..tables import to_markdown
 
     for path in sorted(layout.results.glob("*.json")):
@@ -128,7 +128,7 @@ def _recorded_tables(layout: Layout, folder: Path) -> None:
             if isinstance(value, dict) and set(value) == {"columns", "records"}:
                 table = pd.DataFrame(value["records"], columns=value["columns"])
                 (folder / path.stem).mkdir(parents=True, exist_ok=True)
-                (folder / path.stem / f"{key}.md").write_text(to_markdown(table))
+                (folder / path.stem / f"{key}.md").write_text(to_markdown(with_reader_names(table)))
 
 
 def _print_without_folded_code(path: Path) -> None:
