@@ -259,3 +259,14 @@ def test_a_glued_table_names_families_by_reader_name_and_stores_the_registry_nam
     stored = json.loads((tmp_path / "t.json").read_text())["values"]["table"]
     assert [r["family"] for r in stored["records"]] == ["gauss", "planted_shrink", "sphere3"]
     assert frame.family.tolist() == ["gauss", "planted_shrink", "sphere3"]  # the caller's frame is not changed
+
+
+def test_figure_stamps_name_the_seed_coordinates_in_words():
+    """The stamp under a figure printed 'seeds [12697, f, n]'; it now reads 'seeds [12697, family, length]'."""
+    from critscale.plotting import seed_text
+
+    assert seed_text("[12697, f, n]") == "[12697, family, length]"
+    assert seed_text([2605, 12697, "f", "n"]) == "[2605, 12697, family, length]"
+    assert seed_text(7) == "7"
+    stamps = [line for path in CHAPTERS for line in path.read_text().split("\n") if "extra=" in line]
+    assert not [line for line in stamps if re.search(r"kappa_bar|kappa16|ptail\d|planted_shrink", line.split("extra=")[1])]
