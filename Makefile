@@ -41,7 +41,7 @@ TORCH_NB  := 13_gpt2_attention
 PARALLEL_OUT := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(filter-out $(TORCH_NB) 99_reproducibility,$(NB_NAMES)))
 # Every library file an executed notebook depends on; the driver's rendering modules are
 # not among them (they run on every `make html`).
-RENDER_SRC := $(addprefix src/critscale/bookbuild/,__main__.py appendix.py downloads.py site.py summaries.py)
+RENDER_SRC := $(addprefix src/critscale/bookbuild/,__main__.py downloads.py site.py summaries.py)
 LIB_SRC   := $(filter-out $(RENDER_SRC),$(shell find src kernels -name '*.py' 2>/dev/null))
 GPU_DATA  := $(wildcard results/gpu/*)
 VENV_OK   := $(VENV)/.installed
@@ -99,7 +99,7 @@ $(MATHJAX):
 	@cp -r build/npm/package/es5 build/vendor/mathjax
 
 # The book is rendered from a staged copy (prose, executed notebooks of this profile, the
-# theory brief as an appendix, the downloadable source archive and wheel), so profiles
+# appendix's table of family names, the downloadable source archive and wheel), so profiles
 # never mix and the source tree holds no build products.
 # Every notebook of the profile: the independent ones in parallel, then the others.
 notebooks-all: $(VENV_OK)

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from critscale import gpu_records, tables
-from critscale.bookbuild import appendix, downloads, pages, params, staging, summaries
+from critscale.bookbuild import downloads, pages, params, staging, summaries
 from critscale.bookbuild.__main__ import main
 from critscale.bookbuild.notebook import Layout, execute, outputs
 
@@ -457,7 +457,7 @@ def test_table_markdown_has_math_headers_no_index_and_escapes_text():
     assert "5" not in md.split("\n", 2)[2].split("|")[1], "the index must not be printed"
 
 
-# ---------------------------------------------------------------- summaries and appendix
+# ---------------------------------------------------------------- summaries
 def test_summary_box_convention_catches_each_broken_field():
     good = ("# T\n\n:::{admonition} In short\n:class: chapter-summary\n\nClaim\n: It holds.\n\n"
             "Status\n: proved\n\nKey number\n: {glue:text}`k:.2f`\n\nFigure\n: {numref}`fig-x`\n:::\n\n"
@@ -489,17 +489,6 @@ def test_landing_page_pastes_the_markdown_a_box_glues(tmp_path):
         summaries.cross_page("{glue:md}`other:myst`", "t", records)
     with pytest.raises(summaries.SummaryError, match="no executed notebook"):
         summaries.cross_page("{glue:md}`verdict:myst`", "u", records)
-
-
-def test_appendix_links_every_numbered_result_of_the_brief():
-    """One numbering: no 'Theorem 6' of the brief may survive into the rendered appendix."""
-    body = appendix.render((ROOT / "docs" / "theory.md").read_text())
-    prose = "\n".join(line for line in body.split("\n") if not line.startswith("(brief-"))
-    assert not appendix.RESULT.search(prose.replace("{prf:ref}", "")), appendix.RESULT.search(prose)
-    assert "How to use this brief" not in body
-    assert "(brief-5-1)=" in body and "(brief-b)=" in body
-    with pytest.raises(appendix.BriefError, match="theorem 12"):
-        appendix.render("# T\n\nBy Theorem 12.\n")
 
 
 # ---------------------------------------------------------------- rerun and cite

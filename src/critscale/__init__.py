@@ -88,7 +88,7 @@ from .gaps import accumulation_scale, gap_counts, in_units, legendre_transform, 
 from .softmax import SoftmaxStats, softmax_stats
 from .roots import beta_at_entropy, beta_at_max_weight
 from . import (bounds, crossover, extrapolation, families, fitting, keys, limits, montecarlo, planted, profiles,
-               quantile_rows, rules)
+               quantile_rows, reader_names, rules)
 from .pagedata import record, record_figure
 from . import gpu_records, plotting, provenance, resultmap, tables
 

@@ -114,19 +114,46 @@ def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None) 
     )
 
 
-def record(key: str, value: Any, display: bool = False, digits: int = 4) -> None:
+def with_reader_names(frame: Any) -> Any:
+    """The table as the reader sees it: a ``family`` column's registry names (``gauss``) as reader names
+    (``Gaussian``, ``critscale.reader_names``); other cells, and the records stored for the tests, unchanged."""
+    if "family" not in frame.columns:
+        return frame
+    from .reader_names import reader_name
+
+    def name(cell: Any) -> Any:
+        try:
+            return reader_name(cell) if isinstance(cell, str) else cell
+        except ValueError:  # not a registry name: already a reader's word
+            return cell
+
+    shown = frame.copy()
+    shown["family"] = [name(cell) for cell in frame["family"]]
+    return shown
+
+
+def record(key: str, value: Any, display: bool = False, digits: int = 4, text_digits: int | None = None) -> None:
     """Glue ``value`` into the page under ``key`` and write it to the results file.
 
     Returns nothing, so a cell that ends with ``record(...)`` prints nothing.
     A pandas DataFrame is glued as a publication table (``critscale.tables.table_bundle``:
-    ``digits`` significant digits, ``\\(...\\)`` typeset as math, no row index) and stored
-    in full as records.  A string is glued as text and as markdown (``{glue:md}``).
+    ``digits`` significant digits, ``\\(...\\)`` typeset as math, no row index, a ``family``
+    column in reader names) and stored in full as records, with the registry names.  A string is glued as text and as markdown (``{glue:md}``).
+    With ``text_digits``, a number is also recorded as ``<key>_text``, written as prose writes
+    numbers (``critscale.tables.format_number(value, text_digits, plain=True)``: ``2.9×10⁻¹²``,
+    never ``2.9e-12``), for ``{glue:text}`<key>_text```.
     """
     value_plain = plain(value)
+    if text_digits is not None:
+        from .tables import format_number
+
+        if not isinstance(value_plain, Real) or isinstance(value_plain, bool):
+            raise ValueError(f"record {key!r}: text_digits needs a number, got {type(value_plain).__name__}")
+        record(f"{key}_text", format_number(value_plain, text_digits, plain=True))
     if _is_dataframe(value):
         from .tables import table_bundle
 
-        glue(key, value, display=display, bundle=table_bundle(value, digits=digits))
+        glue(key, value, display=display, bundle=table_bundle(with_reader_names(value), digits=digits))
     elif isinstance(value_plain, str):  # also as markdown, for {glue:md} (sentences built from the data)
         from IPython.core.formatters import format_display_data
 

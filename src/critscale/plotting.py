@@ -124,12 +124,25 @@ def _value(v) -> str:
     return str(v)
 
 
+SEED_SYMBOLS = {"f": "family", "n": "length"}  # a seed list's symbolic entries, in the words a reader reads
+
+
+def seed_text(seeds) -> str:
+    """A seed list as the stamp prints it: ``[12697, f, n]`` reads ``[12697, family, length]``."""
+    text = _value(seeds)
+    if not (text.startswith("[") and text.endswith("]")):
+        return text
+    entries = [entry.strip() for entry in text[1:-1].split(",")]
+    return "[" + ", ".join(SEED_SYMBOLS.get(entry, entry) for entry in entries) + "]"
+
+
 def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None = None) -> None:
     """Write the run's facts below the axes of ``fig``, at ``MIN_TEXT_PT`` at page width.
 
     ``seeds`` is the seed of the run or the seed list of ``numpy.random.default_rng``;
     its symbolic entries are the row's coordinates: ``f`` the family's index in
-    ``critscale.families.STANDARD``, ``n`` the row length (for example ``[12697, f, n]``).
+    ``critscale.families.STANDARD``, ``n`` the row length (for example ``[12697, f, n]``), printed as the words
+    ``family`` and ``length``.
     The text sits under the figure's bottom edge (saved figures are cropped to their
     content), wrapped to the figure's width, so it never covers an axis label.
     """
@@ -139,7 +152,7 @@ def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None
     if rows is not None:
         parts.append(f"rows = {_value(rows)}")
     if seeds is not None:
-        parts.append(f"seeds {_value(seeds)}")
+        parts.append(f"seeds {seed_text(seeds)}")
     if extra:
         parts.append(extra)
     size = MIN_TEXT_PT / page_scale(fig)

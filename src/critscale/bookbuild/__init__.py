@@ -5,7 +5,7 @@
   shape the executed page for readers (``pages``) and move everything into place only
   when it succeeded (``notebook``);
 - ``check-gpu``: validate every recorded GPU result (``critscale.gpu_records``);
-- ``html`` / ``pdf --profile P``: stage the book (prose, executed notebooks, the theory
-  brief as an appendix, the landing page's key results, the downloadable source and
+- ``html`` / ``pdf --profile P``: stage the book (prose, executed notebooks, the
+  appendix's table of family names, the landing page's key results, the downloadable source and
   wheel) and render it with jupyter-book, quietly (``site``).
 """

@@ -2,7 +2,7 @@
 
 The book is rendered from a staged copy, ``build/site/<profile>/``: the prose of
 ``book/``, the executed notebooks of this profile (``generated/``), and the files made
-here (``_generated/``): the theory brief as the appendix body, the landing page's key
+here (``_generated/``): the appendix's table of family names, the landing page's key
 results, its headline figure and its citation, and (HTML only) the downloadable source
 archive and wheel under ``_vendor/downloads/`` (served from the HTML root).
 jupyter-book's own output goes to ``build/logs/<profile>/jupyter-book-<builder>.log``;
@@ -21,7 +21,8 @@ from pathlib import Path
 import yaml
 
 from ..provenance import git_commit
-from . import appendix, downloads, summaries
+from .. import reader_names
+from . import downloads, summaries
 from .notebook import Layout, notebook_names
 
 HEADLINE = ("06_gumbel_window", "gumbel_collapse_fig")  # the landing page's figure
@@ -63,7 +64,7 @@ def stage(layout: Layout, builder: str) -> Path:
             _print_without_folded_code(site / "generated" / f"{name}.ipynb")
     generated = site / "_generated"
     generated.mkdir()
-    (generated / "theory_brief_body.md").write_text(appendix.render((root / "docs" / "theory.md").read_text()))
+    (generated / "family_names.md").write_text(reader_names.mapping_table())
     _recorded_tables(layout, generated / "tables")
     sources = [root / "notebooks" / f"{n}.md" for n in toc_notebooks(root)]
     (generated / "key_results.md").write_text(summaries.key_results(sources, site / "generated"))
@@ -118,7 +119,7 @@ def _recorded_tables(layout: Layout, folder: Path) -> None:
     """
     import pandas as pd
 
-    from ..pagedata import load_results
+    from ..pagedata import load_results, with_reader_names
     from ..tables import to_markdown
 
     for path in sorted(layout.results.glob("*.json")):
@@ -127,7 +128,7 @@ def _recorded_tables(layout: Layout, folder: Path) -> None:
             if isinstance(value, dict) and set(value) == {"columns", "records"}:
                 table = pd.DataFrame(value["records"], columns=value["columns"])
                 (folder / path.stem).mkdir(parents=True, exist_ok=True)
-                (folder / path.stem / f"{key}.md").write_text(to_markdown(table))
+                (folder / path.stem / f"{key}.md").write_text(to_markdown(with_reader_names(table)))
 
 
 def _print_without_folded_code(path: Path) -> None:
