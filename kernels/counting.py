@@ -93,7 +93,7 @@ def count_table(bits: list[int]) -> CountTable | None:
             continue
         blo = b[0] if m == 1 else b[1] - 1
         bhi = b[0] if m == 1 else max(b[m - 2] + 1, blo + 1)
-        nbk = bhi - blo + 1
+        nbk = 1 << (bhi - blo).bit_length()  # a power of two (a tensor shape); the buckets above b_hi hold none
         if nbk > TABLE_MAX:
             return None
         base, inner = [], []
@@ -163,9 +163,15 @@ def thermometer_words(dcount, tab_ptr, word_like, SHIFT: tl.constexpr, BLO: tl.c
     """For gaps ``dcount`` (``>= +0``): the words ``~0 << rank`` (bit ``j`` = ``[Delta <= t_j]``), dtype of
     ``word_like``; the rank comes from the bucket table at ``tab_ptr``."""
     u = dcount.to(tl.uint32, bitcast=True)
+    tab_base = tl.load(tab_ptr + tl.arange(0, NBK))
+    tab_inner = tl.load(tab_ptr + NBK + tl.arange(0, NBK))
     bk = tl.minimum(tl.maximum((u >> SHIFT).to(tl.int32), BLO), BLO + NBK - 1) - BLO
-    inner = tl.load(tab_ptr + NBK + bk).to(tl.uint32, bitcast=True)
-    rank = tl.load(tab_ptr + bk) + (u > inner).to(tl.int32)
+    # a gather from the table held on chip (loaded once per program): no global load in the loop, which the
+    # software pipeliner of the qk kind's loop could not schedule around its tensor-core product
+    flat = tl.reshape(bk, [bk.numel])
+    base = tl.reshape(tl.gather(tab_base, flat, 0), bk.shape)
+    inner = tl.reshape(tl.gather(tab_inner, flat, 0), bk.shape).to(tl.uint32, bitcast=True)
+    rank = base + (u > inner).to(tl.int32)
     ones = tl.full(dcount.shape, (1 << WBITS) - 1, word_like.dtype)
     if NT >= WBITS:  # rank can be WBITS: a shift by the word's width is not defined
         return tl.where(rank >= WBITS, tl.zeros_like(ones), ones << tl.minimum(rank, WBITS - 1).to(word_like.dtype))

@@ -122,8 +122,8 @@ def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr,
 
 # (BM, BN, roots per chunk, thresholds per chunk, num_warps): BN = 4 x 32 x num_warps columns, so each thread
 # holds one 16-byte vector of each of the BM rows per tile.  The per-lane accumulators take
-# BM (2 roots x levels + thresholds + 1) registers per thread (the grid itself is compiled in): 8 roots x 5
-# levels and 64 thresholds (32 betas of ratio 2^{1/8} and 64 thresholds, one chunk) is 145.
+# BM (2 roots x levels + 1 + count planes x words) registers per thread (the grid itself is compiled in):
+# 8 roots x 5 levels and 64 thresholds (one 64-bit word; 14 planes at 4096 x 2^20) is 81 + 28.
 # ``python -m critscale.kernels.sass`` prints registers, local-memory traffic and instructions per score.
 GPU_BLOCK = (1, 512, 8, 64, 4)
 GPU_BLOCK_ALTERNATIVES = ((1, 512, 8, 32, 4), (1, 256, 8, 64, 2), (1, 1024, 8, 64, 8))

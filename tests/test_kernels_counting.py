@@ -94,3 +94,9 @@ def test_recorded_counting_cost_is_flat_in_the_thresholds():
     for kind in ("scores", "qk", "sampled"):
         m = rec["kinds"][kind]["grid32"]["marginal"]
         assert abs(m["per_threshold"]) < 0.25, (kind, m)
+
+
+def test_sass_record_hashes_the_counting_module():
+    """The compiled pass 2 depends on kernels/counting.py: a change to it must make the record stale."""
+    rec = json.loads((ROOT / "results" / "sass" / "kernels_sass.json").read_text())
+    assert "kernels/counting.py" in rec["provenance"]["sources"]
