@@ -19,7 +19,8 @@ Floors of a point (the fewest instructions of the kernels' algorithm, the beta l
   ``2^{1/8}``), plus, for the sampled kind, three per Box–Muller pair and pass (``sqrt``, ``cos``, ``sin``:
   1.5 per score; the logarithm of the uniform is libdevice's accurate one, not MUFU);
 - FMA pipe: per score and root, the exponent's multiply, one add to ``A`` per level and one squaring per level
-  above the root; one FFMA of ``B`` per requested positive beta;
+  above the root, the last squaring fused with its add (one FFMA ``acc + w w``); one FFMA of ``B`` per requested
+  positive beta;
 - ALU pipe: the gap's rank among the thresholds (a shift, two clamps, a compare and an add) and its
   thermometer word (a shift), the same for any number of thresholds (``critscale.kernels.counting``);
 - issue: all of the above, at four warp-instructions per clock per SM;
@@ -100,7 +101,7 @@ def ladder_instructions(beta) -> dict:
     plan = beta_plan(np.asarray(beta, dtype=np.float64))
     roots, levels = len(plan.roots), plan.levels
     b_sums = len({int(a) for a in plan.a_slot if a >= 0})
-    return {"ex2": roots, "fma": roots * (1 + levels + (levels - 1)) + b_sums}
+    return {"ex2": roots, "fma": roots * (2 * levels - 1) + b_sums}
 
 
 def work_model(kind: str, rows: int, n: int, beta, n_t: int, d: int) -> dict:
