@@ -70,7 +70,8 @@ def test_smoke_kernel_and_full_baselines_agree_with_float64(smoke):
     bounds and checks."""
     data = json.loads((smoke / "kernels_bench.json").read_text())
     full = [r for r in data["records"] if r["equal_work"] and r["kind"] != "qk"]
-    assert {r["impl"] for r in full} == {"kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop"}
+    assert {r["impl"] for r in full} == {"kernel", "eager", "compile", "compile-ladder", "compile-max-autotune",
+                                         "compile-beta-loop"}
     for r in full:
         err = r["error_vs_float64"]
         for f in ("log_z", "entropy", "max_weight", "collision"):
@@ -227,7 +228,7 @@ def test_full_baselines_return_every_kernel_field():
     inp.x[2, 7] = inp.x[2].max()
     rows = np.arange(6)
     ref = reference.reference_fields(inp.x.double().numpy(), beta, t)
-    for impl in ("eager", "compile", "compile-beta-loop"):
+    for impl in ("eager", "compile", "compile-beta-loop", "compile-ladder"):
         out = work.build(impl, inp, smoke=True)()
         assert set(out) == set(RowStats.FIELDS), impl
         err = reference.errors(out, ref, rows)
