@@ -1,9 +1,10 @@
 """The implementations the benchmark times, each returning a dict of the fields it computes.
 
 Equal work: the full baselines (``eager``, ``compile``, ``compile-ladder``, ``compile-max-autotune``,
-``compile-beta-loop``) compute every field of ``critscale.kernels.RowStats`` from the same inputs as the kernel — the order
-statistics, the multiplicity of the maximum, the beta sums, the threshold counts, the NaN/+inf and
-empty-row checks, the float64 finishing and the kappa bracket — so a time ratio compares equal work.
+``compile-beta-loop``) compute every field of ``critscale.kernels.RowStats`` from the same inputs as the
+kernel — the order statistics, the multiplicity of the maximum, the beta sums, the threshold counts, the
+NaN/+inf and empty-row checks, the float64 finishing and the kappa bracket — so a time ratio compares
+equal work.
 The partial ones (``logsumexp``, ``sdpa-lse``, ``sdpa-route``) return fewer fields, which the table
 declares and ``tests/test_gpu_scripts.py`` checks; their rows say so next to every time.
 """
