@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .counting import CountTable, threshold_groups
+
 __all__ = ["BetaPlan", "Chunk", "EX2_REL_GPU", "EX2_REL_INTERPRETER", "MAX_SQUARINGS", "RATIO_TOL", "beta_plan",
            "chunks", "device_grids", "term_error_bound"]
 
@@ -140,32 +142,37 @@ def beta_plan(beta: np.ndarray) -> BetaPlan:
 @dataclass(frozen=True)
 class Chunk:
     """One pass-2 launch: its ladder roots times ``log2(e)`` and its thresholds, as float32 values (Python
-    floats: compile-time constants of the kernel), and the offset of its first root."""
+    floats: compile-time constants of the kernel), the offset of its first root, and the bucket table that
+    turns a gap into its rank among the thresholds (:mod:`critscale.kernels.counting`)."""
 
     roots2: tuple[float, ...]
     bneed: tuple[bool, ...]  # per slot (root * levels + level): is B needed there (a requested beta)?
-    tcut: tuple[float, ...]
+    tcut: tuple[float, ...]  # the chunk's distinct float32 thresholds, ascending
     first_root: int
     first_t: int
+    t_index: tuple[int, ...] = ()  # for each threshold of t in this chunk: its index in tcut
+    table: CountTable | None = None
 
 
 @functools.lru_cache(maxsize=64)
 def _chunks(plan_key: tuple[float, ...], t: tuple[float, ...], roots_per_chunk: int,
             t_per_chunk: int) -> tuple[Chunk, ...]:
     plan = _plan(plan_key)
-    nch = max(1, -(-len(plan.roots) // roots_per_chunk), -(-len(t) // t_per_chunk))
-    big = float(np.finfo(np.float32).max)
     roots2 = [float(np.float32(r * LOG2E)) for r in plan.roots]
-    # thresholds as float32, +inf as float32's largest value: above every finite gap, below the gap +inf of
-    # a masked entry (which is therefore never counted)
-    tcut = [float(np.float32(min(x, big))) for x in t]
+    groups = threshold_groups(t, t_per_chunk)
+    nch = max(1, -(-len(plan.roots) // roots_per_chunk), len(groups))
     wanted = {int(a) for a in plan.a_slot if a >= 0}  # slots of requested betas; the others only feed C
     bneed = [slot in wanted for slot in range(len(plan.roots) * plan.levels)]
     per = roots_per_chunk * plan.levels
-    return tuple(Chunk(roots2=tuple(roots2[c * roots_per_chunk:(c + 1) * roots_per_chunk]),
-                       bneed=tuple(bneed[c * per:(c + 1) * per]),
-                       tcut=tuple(tcut[c * t_per_chunk:(c + 1) * t_per_chunk]),
-                       first_root=c * roots_per_chunk, first_t=c * t_per_chunk) for c in range(nch))
+    out = []
+    for c in range(nch):
+        g = groups[c] if c < len(groups) else None
+        out.append(Chunk(roots2=tuple(roots2[c * roots_per_chunk:(c + 1) * roots_per_chunk]),
+                         bneed=tuple(bneed[c * per:(c + 1) * per]),
+                         tcut=g.values if g else (), first_root=c * roots_per_chunk,
+                         first_t=g.first if g else len(t), t_index=g.index if g else (),
+                         table=g.table if g else None))
+    return tuple(out)
 
 
 def chunks(plan: BetaPlan, t: np.ndarray, roots_per_chunk: int, t_per_chunk: int) -> tuple[Chunk, ...]:

@@ -140,20 +140,21 @@ def _qk_pass1(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
 
 @triton.jit(do_not_specialize=_NO_SPEC)
 def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal_offset, R, n, tiles, SPLIT,
-              top_ptr, snap_ptr, o_m0, o_a, o_b, o_n, BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr,
-              NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, TCUT: tl.constexpr,
-              NT: tl.constexpr, NTP: tl.constexpr, BD: tl.constexpr, CAUSAL: tl.constexpr, CAST: tl.constexpr,
+              top_ptr, snap_ptr, tab_ptr, o_m0, o_a, o_b, o_n, BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr,
+              NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr,
+              NTP: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr,
+              NPLP: tl.constexpr, BD: tl.constexpr, CAUSAL: tl.constexpr, CAST: tl.constexpr,
               IEEE: tl.constexpr, STAGES: tl.constexpr):
     pid_b, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     lo, hi = _qk_range(tl.program_id(1), lo, hi, causal_offset, BM, CAUSAL)
     q = _qk_load_q(q_ptr, pid_b, s_qb, s_qm, s_qd, rows, rmask, d, BD, CAST)
-    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, 4, NS, NTP)
+    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, 4, NS, NTP, NPLP)
     for c in tl.range(lo, hi, BN, num_stages=STAGES):
         s, _inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
                               BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN / 4, 4)
-        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, BNEED,
-                                             TCUT, NT, NTP)
-    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP)
+        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR, NS,
+                                             BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
+    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -400,17 +400,18 @@ def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_
 
 
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
-def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, snap_ptr, o_m0, o_a, o_b, o_n,
+def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr, o_m0, o_a, o_b, o_n,
                    BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
-                   NS: tl.constexpr, BNEED: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr,
-                   FAM: tl.constexpr, FAST: tl.constexpr):
+                   NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
+                   BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, FAM: tl.constexpr,
+                   FAST: tl.constexpr):
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
-    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP)
+    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
     for c in range(lo, hi, BN):
         s, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, BNEED,
-                                             TCUT, NT, NTP)
-    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP)
+        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR, NS,
+                                             BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
+    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -169,7 +169,8 @@ def count_kernel(c: Compiled, block: str, scores_per_iteration: float) -> Kernel
 
 _COMMON = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
 _OUT1 = dict(o_top1="*fp32", o_top2="*fp32", o_low="*fp32", o_count="*i32", o_bad="*i32")
-_OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", o_m0="*fp32", o_a="*fp32", o_b="*fp32", o_n="*fp32")
+_OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", tab_ptr="*i32", o_m0="*fp32", o_a="*fp32", o_b="*fp32",
+             o_n="*i32")
 
 
 def _kind_setup(kind: str) -> tuple:
@@ -197,22 +198,47 @@ def _kind_setup(kind: str) -> tuple:
     raise ValueError(f"kind must be 'scores', 'qk' or 'sampled', got {kind!r}")
 
 
+# The call the counts describe: the benchmark's largest common size on an H200 (132 multiprocessors), which
+# fixes the split and so the number of count planes each lane keeps (critscale.kernels.counting).
+CALL_ROWS, CALL_N, CALL_SMS = 4096, 2**20, 132
+
+
+def count_planes(kind: str, rows: int = CALL_ROWS, n: int = CALL_N, sms: int = CALL_SMS) -> int:
+    """Count planes of a call of ``kind`` on ``rows x n`` scores at the default GPU block and split
+    (:func:`critscale.kernels.twopass.run_two_pass`)."""
+    from .counting import planes_for
+    from .twopass import COUNT_EXACT_LIMIT, choose_split
+
+    mod, block, *_ = _kind_setup(kind)
+    BM, BN = block[0], block[1]
+    lanes = 4 if kind == "qk" else BN // mod.LANE_VEC
+    row_blocks, n_tiles = -(-rows // BM), -(-n // BN)
+    per_tile = BN // lanes
+    split = max(choose_split(row_blocks, n_tiles, 4 * sms), -(-n_tiles * per_tile // COUNT_EXACT_LIMIT))
+    split = min(split, n_tiles)
+    tiles = -(-n_tiles // split)
+    return planes_for(tiles * per_tile)
+
+
 def launch_specs(kind: str, beta, t) -> list[dict]:
     """The kernels one call of ``kind`` launches at its default GPU block on the grids ``beta`` and ``t``:
     pass 1, then pass 2 once per chunk, with the compile-time grid :func:`critscale.kernels.twopass.run_two_pass`
-    gives each chunk (its ladder roots, levels and thresholds)."""
+    gives each chunk (its ladder roots, levels, thresholds and bucket table) on the call of :data:`CALL_ROWS`
+    rows of :data:`CALL_N` scores."""
     import numpy as np
 
     from .ladder import beta_plan, chunks
-    from .twopass import pow2
+    from .twopass import pow2, table_constexprs
 
     mod, block, lead, flags, div, stages, per_iter = _kind_setup(kind)
     BM, BN, NRC, NTC, warps = block
     t = np.asarray(t, dtype=np.float64)
     plan = beta_plan(np.asarray(beta, dtype=np.float64))
     NS, NTP = pow2(min(NRC, len(plan.roots)) * plan.levels), pow2(min(NTC, len(t)))
-    grids = [{}] + [dict(ROOTS2=c.roots2, NR=len(c.roots2), LVR=plan.levels, NS=NS, BNEED=c.bneed, TCUT=c.tcut,
-                         NT=len(c.tcut), NTP=NTP) for c in chunks(plan, t, NRC, NTC)]
+    npl = count_planes(kind)
+    grids = [{}] + [dict(ROOTS2=c.roots2, NR=len(c.roots2), LVR=plan.levels, NS=NS, BNEED=c.bneed, NT=len(c.tcut),
+                         NTP=NTP, **table_constexprs(c), NPL=npl, NPLP=pow2(npl))
+                    for c in chunks(plan, t, NRC, NTC)]
     return [dict(kind=kind, pass_=1 if i == 0 else 2, chunk=max(0, i - 1),
                  fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),
                  signature=dict(lead, **_COMMON, **(_OUT1 if i == 0 else _OUT2)),

@@ -102,17 +102,18 @@ def _scores_pass1(x_ptr, stride, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_co
 
 
 @triton.jit(do_not_specialize=["R", "tiles", "SPLIT"])
-def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, o_m0, o_a, o_b, o_n, BM: tl.constexpr,
-                  BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
-                  BNEED: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr):
+def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr, o_m0, o_a, o_b, o_n,
+                  BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
+                  NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
+                  BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr):
     """Program (row block, column chunk): ladder sums and counts relative to the row maxima (one grid chunk)."""
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
-    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP)
+    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
     for c in tl.range(lo, hi, BN, loop_unroll_factor=2):
         s, _inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
-        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2, NR, LVR, NS, BNEED,
-                                             TCUT, NT, NTP)
-    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP)
+        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR, NS,
+                                             BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
+    store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -122,8 +123,8 @@ def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, o_m0, o_
 
 # (BM, BN, roots per chunk, thresholds per chunk, num_warps): BN = 4 x 32 x num_warps columns, so each thread
 # holds one 16-byte vector of each of the BM rows per tile.  The per-lane accumulators take
-# BM (2 roots x levels + thresholds + 1) registers per thread (the grid itself is compiled in): 8 roots x 5
-# levels and 64 thresholds (32 betas of ratio 2^{1/8} and 64 thresholds, one chunk) is 145.
+# BM (2 roots x levels + 1 + count planes x words) registers per thread (the grid itself is compiled in):
+# 8 roots x 5 levels and 64 thresholds (one 64-bit word; 14 planes at 4096 x 2^20) is 81 + 28.
 # ``python -m critscale.kernels.sass`` prints registers, local-memory traffic and instructions per score.
 GPU_BLOCK = (1, 512, 8, 64, 4)
 GPU_BLOCK_ALTERNATIVES = ((1, 512, 8, 32, 4), (1, 256, 8, 64, 2), (1, 1024, 8, 64, 8))

@@ -16,14 +16,17 @@ constants.  A masked entry enters as ``s = -inf``, i.e. with the gap ``Delta = +
 select is needed: ``2^{-b * inf} = 0``, and ``inf <= t`` is false for every (finite) threshold.  Entries
 within ``snap`` of the maximum (``Delta <= snap``: exactly the maximum for stored scores, ``snap = 0``; a
 maximum recomputed with another rounding for qk and sampled) are counted in ``m0`` and given
-``Delta = +inf`` for the sums (their weights ``1`` are added on the host, exactly).  Counts are accumulated
-in float32 (exact below ``2^24`` per lane; the launcher keeps every lane below it).
+``Delta = +inf`` for the sums (their weights ``1`` are added on the host, exactly).  ``m0`` is accumulated
+in float32 (exact below ``2^24`` per lane; the launcher keeps every lane below it); the gap counts are
+bit-sliced integer counters, exact by construction (:mod:`critscale.kernels.counting`).
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from .counting import count_words, plane_counts, thermometer_words
 
 FP32_MAX = tl.constexpr(3.4028234663852886e38)
 
@@ -112,27 +115,33 @@ def store_pass1(idx, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, 
 
 @triton.jit
 def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr, NS: tl.constexpr,
-               NTP: tl.constexpr):
-    """Everything pass 2 needs before its column loop: ``top`` and ``snap`` ``(BM,)`` and zeroed fp32 partials
-    ``m0`` ``(BM, L)``, ``acc_a, acc_b`` ``(BM, NS, L)`` (one slot per root and level), ``acc_n`` ``(BM, NTP, L)``."""
+               NTP: tl.constexpr, NPLP: tl.constexpr):
+    """Everything pass 2 needs before its column loop: ``top`` and ``snap`` ``(BM,)``, zeroed fp32 partials
+    ``m0`` ``(BM, L)``, ``acc_a, acc_b`` ``(BM, NS, L)`` (one slot per root and level), and the zeroed count
+    planes ``(BM, NPLP, L)`` (uint64 words for more than 32 thresholds, else uint32)."""
     top = tl.load(top_ptr + grow, mask=rmask, other=0.0)
     snap = tl.load(snap_ptr + grow, mask=rmask, other=0.0)
+    if NTP > 32:
+        planes = tl.zeros([BM, NPLP, L], tl.uint64)
+    else:
+        planes = tl.zeros([BM, NPLP, L], tl.uint32)
     return (top, snap, tl.zeros([BM, L], tl.float32), tl.zeros([BM, NS, L], tl.float32),
-            tl.zeros([BM, NS, L], tl.float32), tl.zeros([BM, NTP, L], tl.float32))
+            tl.zeros([BM, NS, L], tl.float32), planes)
 
 
 @triton.jit
-def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
-               NS: tl.constexpr, BNEED: tl.constexpr, TCUT: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr):
+def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
+               LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr,
+               SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr):
     """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
 
-    The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)`` and ``TCUT``
-    its ``NT`` thresholds (fp32 values, ``+inf`` as float32's largest), so they are instruction immediates,
-    not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):
+    The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
+    instruction immediates, not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):
     ``acc_a += sum_v w``, ``acc_b += sum_v w Delta`` (only where ``BNEED``: a level that only gives some
     ``C(beta) = A(2 beta)`` needs no ``B``) with ``w = 2^{-ROOTS2[r] Delta}`` at level 0 and
-    ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`); ``acc_n[j] += #{Delta <= TCUT[j]}``
-    (compare and float add: no integer select), ``m0 += #{Delta <= snap}``.
+    ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`); ``m0 += #{Delta <= snap}``.
+    The counts of the chunk's ``NT`` thresholds go into the bit-sliced planes ``acc_n`` through the bucket
+    table at ``tab_ptr`` (``SHIFT``, ``BLO``, ``NBK``; :mod:`critscale.kernels.counting`).
     """
     delta = top[:, None, None] - s  # (BM, V, L); +inf where masked
     near = delta <= snap[:, None, None]
@@ -148,20 +157,21 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, ROOTS2: tl.constexpr, NR: 
                 acc_b = tl.where(slot == r * LVR + lv, acc_b + tl.sum(w * dfin, axis=1)[:, None, :], acc_b)
             if lv + 1 < LVR:
                 w = w * w
-    dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap 0
-    tidx = tl.arange(0, NTP)[None, :, None]  # (1, NTP, 1)
-    for j in tl.static_range(NT):
-        below = tl.sum((dcount <= TCUT[j]).to(tl.float32), axis=1)  # (BM, L)
-        acc_n = tl.where(tidx == j, acc_n + below[:, None, :], acc_n)
+    if NT > 0:
+        dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap +0
+        words = thermometer_words(dcount, tab_ptr, acc_n, SHIFT, BLO, NBK, NT, 64 if NTP > 32 else 32)
+        acc_n = count_words(words, acc_n, NPL, NPLP)
     return m0, acc_a, acc_b, acc_n
 
 
 @triton.jit
-def store_pass2(idx, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS: tl.constexpr, NTP: tl.constexpr):
+def store_pass2(idx, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS: tl.constexpr, NTP: tl.constexpr,
+                NPL: tl.constexpr, NPLP: tl.constexpr):
     """Reduce the partials across lanes (once per program) and store them at ``idx``: buffers ``o_m0``
-    ``(idx,)``, ``o_a``/``o_b`` ``(idx, NS)``, ``o_n`` ``(idx, NTP)`` of this chunk."""
+    ``(idx,)``, ``o_a``/``o_b`` ``(idx, NS)`` fp32, ``o_n`` ``(idx, NTP)`` int32 of this chunk."""
     tl.store(o_m0 + idx, tl.sum(m0, axis=1), mask=rmask)
     ab = idx[:, None] * NS + tl.arange(0, NS)[None, :]
     tl.store(o_a + ab, tl.sum(acc_a, axis=2), mask=rmask[:, None])
     tl.store(o_b + ab, tl.sum(acc_b, axis=2), mask=rmask[:, None])
-    tl.store(o_n + idx[:, None] * NTP + tl.arange(0, NTP)[None, :], tl.sum(acc_n, axis=2), mask=rmask[:, None])
+    tl.store(o_n + idx[:, None] * NTP + tl.arange(0, NTP)[None, :], plane_counts(acc_n, NPL, NPLP, NTP),
+             mask=rmask[:, None])

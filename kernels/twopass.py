@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import triton
 
+from .counting import planes_for
 from .ladder import beta_plan, chunks, device_grids
 from .rowstats import RowStats, combine_pass1, finish, pass1_problems, raise_problems
 
@@ -77,6 +78,29 @@ class Launch:
     precheck_message: str = ""
 
 
+def table_constexprs(part) -> dict:
+    """The compile-time bucket-table parameters of a chunk (any valid values for a chunk without thresholds)."""
+    tab = part.table
+    return dict(SHIFT=tab.shift, BLO=tab.blo, NBK=tab.nbk) if tab is not None else dict(SHIFT=1, BLO=0, NBK=1)
+
+
+_TABLES: dict = {}
+
+
+def count_tables(parts, device: torch.device) -> list[torch.Tensor]:
+    """Each chunk's bucket table as an int32 tensor on ``device`` (uploaded once per table and device)."""
+    out = []
+    for part in parts:
+        entries = part.table.entries if part.table is not None else (0, -1)
+        key = (entries, str(device))
+        if key not in _TABLES:
+            if len(_TABLES) > 256:
+                _TABLES.clear()
+            _TABLES[key] = torch.tensor(entries, dtype=torch.int32, device=device)
+        out.append(_TABLES[key])
+    return out
+
+
 def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backend: str,
                  block: tuple[int, int, int, int, int], split: int | None) -> RowStats:
     """Run both passes of ``launch`` on block ``(BM, BN, roots per chunk, thresholds per chunk, num_warps)``."""
@@ -124,11 +148,12 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
         nch = len(parts)
         m0 = torch.empty(nch, rows * split, **f32)
         a, b = (torch.empty(nch, rows * split, NS, **f32) for _ in range(2))
-        cnt = torch.empty(nch, rows * split, NTP, **f32)
-        for c, part in enumerate(parts):
-            launch.pass2[grid](*launch.args, *shape, top, snap, m0[c], a[c], b[c], cnt[c], ROOTS2=part.roots2,
-                               NR=len(part.roots2), LVR=levels, NS=NS, BNEED=part.bneed, TCUT=part.tcut,
-                               NT=len(part.tcut), NTP=NTP, **kw)
+        cnt = torch.empty(nch, rows * split, NTP, **i32)
+        NPL = planes_for(tiles * per_tile)  # count planes: no lane counts more than tiles * per_tile scores
+        for c, (part, tab) in enumerate(zip(parts, count_tables(parts, dev))):
+            launch.pass2[grid](*launch.args, *shape, top, snap, tab, m0[c], a[c], b[c], cnt[c], ROOTS2=part.roots2,
+                               NR=len(part.roots2), LVR=levels, NS=NS, BNEED=part.bneed, NT=len(part.tcut), NTP=NTP,
+                               **table_constexprs(part), NPL=NPL, NPLP=pow2(NPL), **kw)
     n_roots = len(plan.roots)
 
     def table(x):  # (nch, rows * split, NS) partials -> (rows, n_roots * levels) float64 sums
@@ -146,8 +171,8 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
     else:  # every beta is 0
         sum_a = sum_c = outside.expand(rows, len(beta))
         sum_b = torch.zeros_like(sum_a)
-    counts = torch.cat([cnt[c].view(rows, split, NTP).double().sum(1)[:, : len(p.tcut)]
-                        for c, p in enumerate(parts)], dim=1)
+    counts = torch.cat([cnt[c].view(rows, split, NTP).double().sum(1)[:, list(p.t_index)]
+                        for c, p in enumerate(parts) if p.t_index], dim=1)
     out = finish(p1, m0_row, sum_a, sum_b, sum_c, counts, beta_dev, t_dev, backend, K=K)
     out.beta, out.t = beta, t  # the host grids
     checks = flags.any(dim=-1)

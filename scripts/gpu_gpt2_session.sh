@@ -56,16 +56,17 @@ run() {
   cp -r src/critscale "$site/critscale"
   cp -r kernels "$site/critscale/kernels"
   smollm2=${GPU_GPT2_SMOLLM2:-}
+  local smol=${GPU_SMOL:-.smol}
   if [ "$smollm2" != none ]; then
-    if [ ! -f .smol/a/gguf.part ] || [ ! -f .smol/b/gguf.part ]; then
-      echo "gpu_gpt2_session: SmolLM2's GGUF parts are missing (.smol/a and .smol/b: see the header); GPU_GPT2_SMOLLM2=none leaves it out"
+    if [ ! -f "$smol/a/gguf.part" ] || [ ! -f "$smol/b/gguf.part" ]; then
+      echo "gpu_gpt2_session: SmolLM2's GGUF parts are missing ($smol/a and $smol/b: see the header); GPU_GPT2_SMOLLM2=none leaves it out"
       return 2
     fi
-    cat .smol/a/gguf.part .smol/b/gguf.part > "$site/$GGUF_NAME"
-    [ "$(sha256sum "$site/$GGUF_NAME" | cut -d' ' -f1)" = "$(cat .smol/b/gguf.sha256)" ] \
+    cat "$smol/a/gguf.part" "$smol/b/gguf.part" > "$site/$GGUF_NAME"
+    [ "$(sha256sum "$site/$GGUF_NAME" | cut -d' ' -f1)" = "$(cat "$smol/b/gguf.sha256")" ] \
       || { echo "gpu_gpt2_session: the joined GGUF file does not match its SHA-256"; return 2; }
     python3 -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
-      --target "$site/wheels" .smol/b/*.whl || return 2
+      --target "$site/wheels" "$smol"/b/*.whl || return 2
     smollm2="$site/$GGUF_NAME"
   fi
   export PYTHONPATH="$site:$site/wheels${PYTHONPATH:+:$PYTHONPATH}"

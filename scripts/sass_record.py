@@ -34,8 +34,8 @@ SCHEMA = "critscale-sass/1"
 OUT = ROOT / "results" / "sass" / "kernels_sass.json"
 # The files the compiled code depends on (the chapter checks their hashes; tests/test_chapter_12.py also
 # checks that the recorded grids are the benchmark's).
-SOURCES = ("kernels/tiles.py", "kernels/ladder.py", "kernels/twopass.py", "kernels/scores.py", "kernels/qk.py",
-           "kernels/sampled.py", "kernels/sass.py")
+SOURCES = ("kernels/tiles.py", "kernels/counting.py", "kernels/ladder.py", "kernels/twopass.py", "kernels/scores.py",
+           "kernels/qk.py", "kernels/sampled.py", "kernels/sass.py")
 KINDS = ("scores", "qk", "sampled")
 
 

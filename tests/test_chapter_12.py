@@ -54,7 +54,7 @@ def test_floors_glued_agree_with_the_record_and_the_goals(ci_results, sass):
     assert v["verdict_scores32"] == ("within" if v["floor_scores32_ms"] <= v["goal_scores32_ms"] else "above")
     assert v["verdict_scores1"] == ("within" if v["floor_scores1_ms"] <= v["goal_scores1_ms"] else "above")
     assert v["verdict_qk"].startswith("within") == (v["floor_qk_ms"] <= v["goal_qk_ms"])
-    assert v["two_reads_ms"] > v["goal_scores1_ms"]  # the prose: no instruction count can meet the one-beta goal
+    assert v["goal_scores1_ms"] == pytest.approx(1.2 * v["two_reads_ms"])  # the prose: 1.2 times the two reads
     assert v["exercise_exp2"] == ladder.beta_plan(0.05 * 2.0 ** (np.arange(32) / 4)).exp2_per_score
 
 
@@ -141,7 +141,8 @@ def test_sass_record_supports_the_chapters_statements(sass):
     """What the chapter states about the compiled code, checked on the record it reads: every pass 2 on the
     32-value grid bound by issue, with its MUFU floor below the issue floor (the ladder removed the exp2
     bottleneck); every pass 1 bound by the ALU; no warp shuffle in a pass-2 loop and no local memory; the
-    thresholds the largest share of pass 2 of stored scores."""
+    ladder, not the thresholds, the largest share of pass 2 of stored scores (the counts of all thresholds are one
+    rank and one word per score)."""
     for kind, grids in sass["kinds"].items():
         for grid, rec in grids.items():
             for k in rec["kernels"]:
@@ -155,5 +156,5 @@ def test_sass_record_supports_the_chapters_statements(sass):
                     assert k["bound"] == "issue" and fl["MUFU"] < fl["issue"], (kind, fl)
     m = sass["kinds"]["scores"]["grid32"]["marginal"]
     pass2 = sass["kinds"]["scores"]["grid32"]["kernels"][1]["per_score"]["total"]
-    assert m["first_chunk_thresholds"] * m["per_threshold"] > m["first_chunk_roots"] * m["per_root"]
+    assert m["first_chunk_thresholds"] * m["per_threshold"] < m["first_chunk_roots"] * m["per_root"]
     assert m["first_chunk_thresholds"] * m["per_threshold"] + m["first_chunk_roots"] * m["per_root"] <= pass2

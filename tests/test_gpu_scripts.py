@@ -70,7 +70,8 @@ def test_smoke_kernel_and_full_baselines_agree_with_float64(smoke):
     bounds and checks."""
     data = json.loads((smoke / "kernels_bench.json").read_text())
     full = [r for r in data["records"] if r["equal_work"] and r["kind"] != "qk"]
-    assert {r["impl"] for r in full} == {"kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop"}
+    assert {r["impl"] for r in full} == {"kernel", "eager", "compile", "compile-ladder", "compile-max-autotune",
+                                         "compile-beta-loop"}
     for r in full:
         err = r["error_vs_float64"]
         for f in ("log_z", "entropy", "max_weight", "collision"):
@@ -201,7 +202,8 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
              "bench_name": "kernels_bench", "tests_name": "kernels_tests", "mc_name": "kernels_montecarlo"}
     for cell in cells:
         exec(cell, scope)
-    assert glued["bench_what"].startswith(f"All {len(bench['records'])} rows of the recorded file (schema 2")
+    assert glued["bench_what"].startswith(f"All {len(bench['records'])} rows of the recorded benchmark (mode")
+    assert "schema" not in glued["bench_what"] and bench["provenance"]["commit"] not in glued["bench_what"]
     assert "holds no hardware counters" in glued["bench_bound"]
     shown = glued["bench_table"]
     assert len(shown) == len(bench["records"])
@@ -226,7 +228,7 @@ def test_full_baselines_return_every_kernel_field():
     inp.x[2, 7] = inp.x[2].max()
     rows = np.arange(6)
     ref = reference.reference_fields(inp.x.double().numpy(), beta, t)
-    for impl in ("eager", "compile", "compile-beta-loop"):
+    for impl in ("eager", "compile", "compile-beta-loop", "compile-ladder"):
         out = work.build(impl, inp, smoke=True)()
         assert set(out) == set(RowStats.FIELDS), impl
         err = reference.errors(out, ref, rows)
@@ -257,19 +259,48 @@ def test_sdpa_log_sum_exp_is_natural_and_scaled():
     assert torch.allclose(lse.double(), want, rtol=(16 + 50) * 2.0 ** -24, atol=0)
 
 
-def test_fma_floor_counts_one_instruction_per_ffma_and_compares_on_the_alu():
-    """The FMA floor divides FMA-pipe instructions by the FFMA instruction rate (half the flop rate): with
-    fp32_fma_flops = 2 F, four instructions per score and beta take 4 S nb / F seconds (the old floor, which
-    divided by 2 F, was half that); thresholds change only the ALU floor."""
+def test_fma_floor_counts_one_instruction_per_ffma_and_counting_cost_is_flat_in_thresholds():
+    """The FMA floor divides FMA-pipe instructions by the FFMA instruction rate (half the flop rate); the
+    ladder's FMA count of 32 betas of ratio 2^{1/8} is 8 roots x (1 + 5 + 4 - 1) + 32 B sums = 104 per score
+    (the last squaring of a chain fused with its add);
+    doubling the thresholds changes no floor (the counting cost per score is the rank and one word)."""
     ceil = {"exp2_per_s": 1e12, "ffma_per_s": 5e12, "alu_per_s": 2e12, "issue_warp_instr_per_s": 1e11,
             "copy_bandwidth_Bps": 4e12, "bf16_matmul_flops": 8e14}
-    w1 = floors.work_model("scores", 100, 1000, 32, 64, 64)
-    w2 = floors.work_model("scores", 100, 1000, 32, 128, 64)
+    beta32 = 0.05 * 2.0 ** (np.arange(32) / 8)
+    w1 = floors.work_model("scores", 100, 1000, beta32, 64, 64)
+    w2 = floors.work_model("scores", 100, 1000, beta32, 128, 64)
     f1, f2 = floors.floors(w1, ceil)["seconds"], floors.floors(w2, ceil)["seconds"]
-    assert f1["fma"] == pytest.approx(4 * 100 * 1000 * 32 / 5e12)
-    assert f1["alu"] == pytest.approx(100 * 1000 * 64 / 2e12)
-    assert f2["fma"] == f1["fma"] and f2["mufu"] == f1["mufu"] and f2["alu"] == pytest.approx(2 * f1["alu"])
-    assert floors.work_model("sampled", 10, 10, 4, 4, 8)["mufu_instr"] == 100 * (4 + 2 * floors.GENERATION_MUFU)
+    assert f1["fma"] == pytest.approx(104 * 100 * 1000 / 5e12)
+    assert f1["alu"] == pytest.approx(100 * 1000 * floors.COUNT_ALU / 2e12)
+    assert f2 == f1
+    assert floors.work_model("sampled", 10, 10, [1.0], 4, 8)["mufu_instr"] == 100 * (1 + 2 * floors.GENERATION_MUFU)
+
+
+def test_mufu_floor_is_the_ladders_ex2_count():
+    """One ex2 per score and ladder root: 8 for the 32-value doubling grid (not one per beta, 32, which made
+    the MUFU floor 4x too long), 32 for 32 betas of ratio 1.25 (no doubling pairs), 1 for one beta."""
+    assert floors.ladder_instructions(0.05 * 2.0 ** (np.arange(32) / 8))["ex2"] == 8
+    assert floors.ladder_instructions(np.geomspace(0.05, 50.0, 32))["ex2"] == 32
+    assert floors.ladder_instructions([1.0])["ex2"] == 1
+
+
+def test_floors_never_exceed_the_recorded_compiled_code():
+    """frac_of_floor = floor / measured time cannot exceed 1 when every pipe's floor is at most what the
+    compiled code issues: per score, summed over a call's launches, the model's MUFU, FMA-pipe and ALU counts
+    are at most the recorded SASS counts (results/sass/kernels_sass.json) of every kind and grid."""
+    rec = json.loads((ROOT / "results" / "sass" / "kernels_sass.json").read_text())
+    for kind, grids in rec["kinds"].items():
+        for grid, entry in grids.items():
+            g = rec["grids"][grid]
+            model = floors.work_model(kind, 1, 1, g["beta"], len(g["t"]), 64)
+            sass = {"MUFU": 0.0, "FMA": 0.0, "ALU": 0.0}
+            for k in entry["kernels"]:
+                ps = k["per_score"]
+                sass["MUFU"] += ps.get("MUFU", 0.0)
+                sass["FMA"] += ps.get("FMA", 0.0) + ps.get("FMAHEAVY", 0.0)
+                sass["ALU"] += ps.get("ALU", 0.0)
+            for pipe, key in (("MUFU", "mufu_instr"), ("FMA", "fma_instr"), ("ALU", "alu_instr")):
+                assert model[key] <= sass[pipe] + 1e-9, (kind, grid, pipe, model[key], sass[pipe])
 
 
 NCU_RAW = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","dram__bytes_read.sum","gpu__time_duration.sum","sm__inst_executed.sum","sm__inst_executed_pipe_alu.sum","sm__inst_executed_pipe_fma.sum","sm__inst_executed_pipe_xu.sum","sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active","sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active","sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active","sm__inst_issued.avg.pct_of_peak_sustained_active"
@@ -391,13 +422,86 @@ def test_gpu_params_state_an_estimate_that_fits_the_device_command():
 
 def test_session_fits_a_device_session_with_a_retry_of_the_results():
     """The session's command ends by its deadline (under the 600-s limit of a command), and a failed results
-    part ends it early, so a rerun of the results fits the 15 minutes of device time with a 90-s start and
-    a minute of transfers; deadlines raised past that fail here."""
+    part ends it early, so a rerun of the results (each stopped at its own limit) fits the 15 minutes of device
+    time with a 90-s start, a minute of transfers and at least 3 minutes to spare; the earlier default
+    budget of 270 s left 2.5 minutes and fails here."""
     session, results = _session_default("GPU_SESSION_S"), _session_default("GPU_RESULTS_BUDGET_S")
+    text = (ROOT / "scripts" / "gpu_session.sh").read_text()
+    assert "RESULTS_LIMIT_S=${GPU_RESULTS_LIMIT_S:-$(( BUDGET_S + 30 ))}" in text
+    limit = results + 30
     assert session + 20 <= 600
-    start, transfers, finish_last_point = 90, 60, 30
+    start, transfers, margin = 90, 60, 180
     assert start + session + transfers <= 900  # the normal path: results and book in one command
-    assert start + 2 * (results + finish_last_point) + transfers <= 900  # the results failed, then a rerun
+    assert start + 2 * limit + transfers + margin <= 900  # the results failed, then a rerun
+
+
+def _session(tmp_path, env, *args, timeout=60):
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPU_")}
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh"), *args],
+                          env=dict(base, CRITSCALE_COMMIT="abcdef1234567", **env), capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("parts, env, message", [
+    ("results,book", {"GPU_WHEELS": "no-such-wheelhouse"}, "no .whl file in no-such-wheelhouse"),
+    ("gpt2", {"GPU_SMOL": "no-such-smol"}, "no-such-smol/a/gguf.part is missing"),
+])
+def test_session_refuses_to_start_when_a_carried_file_is_missing(tmp_path, parts, env, message):
+    """A book part without its wheelhouse or a gpt2 part without both halves of the model used to run the
+    results part (minutes of device time) or start the machine's work first; now the command ends at once,
+    with exit 2, one line per missing file, and nothing run or packed."""
+    out = tmp_path / "out"
+    proc = _session(tmp_path, dict(env, GPU_SESSION_PARTS=parts, GPU_RESULTS_CMD="false"), str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stdout and "nothing was run" in proc.stdout
+    assert not out.exists()
+    check = _session(tmp_path, dict(env, GPU_SESSION_PARTS=parts), "--check")
+    assert check.returncode == 2 and message in check.stdout
+
+
+def test_session_check_passes_when_the_carried_files_are_there(tmp_path):
+    wheels = tmp_path / "wh"
+    wheels.mkdir()
+    (wheels / "x-1.0-py3-none-any.whl").write_bytes(b"")
+    proc = _session(tmp_path, {"GPU_WHEELS": str(wheels)}, "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "every file the parts results,book need is here" in proc.stdout
+
+
+FAKE_RESULTS = """import sys, time, pathlib
+out = pathlib.Path(sys.argv[sys.argv.index("--out") + 1])
+(out / "kernels_tests.json").write_text('{"part": "tests"}')
+print("fake results: tests written, now the benchmark", flush=True)
+time.sleep(120)
+(out / "kernels_bench.json").write_text('{"part": "bench"}')
+"""
+
+
+def test_results_part_is_stopped_at_its_limit_with_its_written_files_packed(tmp_path):
+    """A results part that overruns is stopped at its own limit, the files it wrote before are packed while
+    it runs (a command killed at 600 s still returns them), files older than the session are not packed,
+    and the book does not run after a stopped results part.  The earlier script waited for the part without a
+    limit and packed only at its end."""
+    import tarfile
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "kernels_montecarlo.json").write_text("{}")  # a file of an earlier run
+    os.utime(results / "kernels_montecarlo.json", (1e9, 1e9))
+    fake = tmp_path / "fake_results.py"
+    fake.write_text(FAKE_RESULTS)
+    out = tmp_path / "out"
+    wheels = tmp_path / "wh"
+    wheels.mkdir()
+    (wheels / "x-1.0-py3-none-any.whl").write_bytes(b"")
+    env = {"GPU_RESULTS_CMD": f"{sys.executable} {fake}", "GPU_RESULTS_DIR": str(results), "GPU_RESULTS_LIMIT_S": "4",
+           "GPU_PACK_EVERY_S": "1", "GPU_WHEELS": str(wheels)}
+    proc = _session(tmp_path, env, str(out), timeout=40)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "stopped at its limit of 4 s" in proc.stdout
+    assert "book not run" in proc.stdout
+    with tarfile.open(out / "gpu_results.tar.gz") as tar:
+        assert tar.getnames() == ["kernels_tests.json"]
 
 
 def test_session_refuses_a_commit_that_is_not_a_sha(tmp_path):

@@ -126,7 +126,7 @@ def run_bench(run, ceilings: dict) -> dict:
                              f"{str(exc)[:300]}"} for i in chosen]
                 traceback.print_exc()
                 continue
-            model = floors.work_model(block.kind, rows, n, len(beta), len(t), sizes.d)
+            model = floors.work_model(block.kind, rows, n, beta, len(t), sizes.d)
             point["floors"] = {**floors.floors(model, ceilings), "work": model}
             for impl in chosen:
                 rec = time_impl(run, impl, inp, ref, ref_rows, sizes, point)

@@ -12,13 +12,17 @@ Ceilings (measured now, on this device):
   per SM for 32-bit compares, min/max and logic; four warp-instructions issued per clock per SM) times
   the SM clock read during the run.  ``rate_source`` says so next to each.
 
-Floors of a point (the fewest instructions of the kernels' algorithm, one exponential per score and
-beta; the counters say what the compiled code actually issues):
+Floors of a point (the fewest instructions of the kernels' algorithm, the beta ladder of
+``critscale.kernels.ladder``; the counters say what the compiled code actually issues):
 
-- MUFU: one ``ex2`` per score and beta, plus three per generated Gaussian and pass (``lg2``, ``sqrt``,
-  ``cos``) for the sampled kind;
-- FMA pipe: four per score and beta (the exponent's multiply, the add to ``A``, the FFMAs of ``B`` and ``C``);
-- ALU pipe: one compare per score and threshold (threshold compares run on the ALU pipe, not FMA);
+- MUFU: one ``ex2`` per score and ladder root (a doubling chain of the grid: 8 for 32 betas of ratio
+  ``2^{1/8}``), plus, for the sampled kind, three per Box–Muller pair and pass (``sqrt``, ``cos``, ``sin``:
+  1.5 per score; the logarithm of the uniform is libdevice's accurate one, not MUFU);
+- FMA pipe: per score and root, the exponent's multiply, one add to ``A`` per level and one squaring per level
+  above the root, the last squaring fused with its add (one FFMA ``acc + w w``); one FFMA of ``B`` per requested
+  positive beta;
+- ALU pipe: the gap's rank among the thresholds (a shift, two clamps, a compare and an add) and its
+  thermometer word (a shift), the same for any number of thresholds (``critscale.kernels.counting``);
 - issue: all of the above, at four warp-instructions per clock per SM;
 - HBM: one read of what the kind reads (stored scores: 4 bytes each; ``q`` and ``k`` once; nothing);
 - tensor: ``2 rows n d`` flops of the one product ``q k^T`` (qk).
@@ -28,7 +32,8 @@ from __future__ import annotations
 
 ARCH_RATES = {"alu_per_clock_per_sm": 64, "issue_warp_instr_per_clock_per_sm": 4}
 ARCH_SOURCE = "CUDA C++ Programming Guide, arithmetic instruction throughput, compute capability 9.0"
-GENERATION_MUFU = 3  # lg2, sqrt, cos per Box-Muller Gaussian
+GENERATION_MUFU = 1.5  # per generated score and pass: sqrt, cos, sin per Box-Muller pair of Gaussians
+COUNT_ALU = 6  # per score: the rank (shift, two clamps, compare, add) and the thermometer shift
 
 
 def measure_ceilings(run) -> dict:
@@ -87,11 +92,24 @@ def measure_ceilings(run) -> dict:
     return out
 
 
-def work_model(kind: str, rows: int, n: int, n_beta: int, n_t: int, d: int) -> dict:
-    """The fewest instructions per pipe (thread-level), bytes and tensor flops of one call."""
+def ladder_instructions(beta) -> dict:
+    """MUFU and FMA-pipe instructions per score of the beta ladder on the grid ``beta``."""
+    import numpy as np
+
+    from critscale.kernels.ladder import beta_plan
+
+    plan = beta_plan(np.asarray(beta, dtype=np.float64))
+    roots, levels = len(plan.roots), plan.levels
+    b_sums = len({int(a) for a in plan.a_slot if a >= 0})
+    return {"ex2": roots, "fma": roots * (2 * levels - 1) + b_sums}
+
+
+def work_model(kind: str, rows: int, n: int, beta, n_t: int, d: int) -> dict:
+    """The fewest instructions per pipe (thread-level), bytes and tensor flops of one call on the grid ``beta``."""
     scores = rows * n
-    work = {"scores": scores, "mufu_instr": scores * n_beta, "fma_instr": 4 * scores * n_beta,
-            "alu_instr": scores * n_t, "hbm_bytes": 0, "tensor_flops": 0}
+    lad = ladder_instructions(beta)
+    work = {"scores": scores, "mufu_instr": scores * lad["ex2"], "fma_instr": scores * lad["fma"],
+            "alu_instr": scores * COUNT_ALU if n_t else 0, "hbm_bytes": 0, "tensor_flops": 0}
     if kind == "scores":
         work["hbm_bytes"] = 4 * scores
     elif kind == "qk":

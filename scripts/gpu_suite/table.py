@@ -81,6 +81,9 @@ IMPLS = {i.name: i for i in (
     Impl("compile-beta-loop", ALL_FIELDS, "torch.compile of one beta's sums, called in a Python loop over beta "
                                           "(gaps materialised once per row chunk), counts and order statistics "
                                           "compiled apart", compile_mode="default"),
+    Impl("compile-ladder", ALL_FIELDS, "the kernels' beta ladder (one exp per score and doubling chain, the other "
+                                       "betas by squaring, C(beta) = A(2 beta)) in PyTorch under "
+                                       "torch.compile(dynamic=True), default mode", compile_mode="default"),
     Impl("logsumexp", ("lse",), "torch.logsumexp(beta * s) at one beta: log-sum-exp only"),
     Impl("sdpa-lse", ("lse",), "the log-sum-exp that PyTorch's flash-attention forward returns (aten "
                                "_scaled_dot_product_flash_attention, V = K), at one beta folded into the scale"),
@@ -100,11 +103,13 @@ class Block:
 
 
 BLOCKS = (
-    Block("scores", "grid32", ("kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop")),
+    Block("scores", "grid32", ("kernel", "eager", "compile", "compile-ladder", "compile-max-autotune",
+                               "compile-beta-loop")),
     Block("scores", "grid1", ("kernel", "logsumexp")),
-    Block("qk", "grid32", ("kernel", "eager", "compile", "compile-max-autotune", "compile-beta-loop", "sdpa-route")),
+    Block("qk", "grid32", ("kernel", "eager", "compile", "compile-ladder", "compile-max-autotune", "compile-beta-loop",
+                           "sdpa-route")),
     Block("qk", "grid1", ("kernel", "sdpa-lse")),
-    Block("sampled", "grid32", ("kernel", "compile")),
+    Block("sampled", "grid32", ("kernel", "compile", "compile-ladder")),
     Block("scores", "grid32-geo", ("kernel",)),  # last: the first block the time budget drops
 )
 

@@ -1,9 +1,10 @@
 """The implementations the benchmark times, each returning a dict of the fields it computes.
 
-Equal work: the full baselines (``eager``, ``compile``, ``compile-max-autotune``, ``compile-beta-loop``)
-compute every field of ``critscale.kernels.RowStats`` from the same inputs as the kernel — the order
-statistics, the multiplicity of the maximum, the beta sums, the threshold counts, the NaN/+inf and
-empty-row checks, the float64 finishing and the kappa bracket — so a time ratio compares equal work.
+Equal work: the full baselines (``eager``, ``compile``, ``compile-ladder``, ``compile-max-autotune``,
+``compile-beta-loop``) compute every field of ``critscale.kernels.RowStats`` from the same inputs as the
+kernel — the order statistics, the multiplicity of the maximum, the beta sums, the threshold counts, the
+NaN/+inf and empty-row checks, the float64 finishing and the kappa bracket — so a time ratio compares
+equal work.
 The partial ones (``logsumexp``, ``sdpa-lse``, ``sdpa-route``) return fewer fields, which the table
 declares and ``tests/test_gpu_scripts.py`` checks; their rows say so next to every time.
 """
@@ -119,6 +120,36 @@ def one_beta_sums(delta: torch.Tensor, pos: torch.Tensor, beta: torch.Tensor):
     return w.sum(dim=1), (w * delta).sum(dim=1), (w * w).sum(dim=1)
 
 
+def ladder_sums(delta: torch.Tensor, pos: torch.Tensor, roots: torch.Tensor, levels: int, a_slot: torch.Tensor,
+                c_slot: torch.Tensor):
+    """A, B, C at every beta by the kernels' beta ladder (critscale.kernels.ladder): one exp per score and root
+    ``(r, n, n_roots)``, each further level by squaring, C(beta) = A(2 beta) read one level up; ``(r, nb)`` each.
+    Slots are ``root * levels + level``; a slot of -1 is beta = 0 (A = C = the number of positive gaps)."""
+    w = torch.where(pos[:, :, None], torch.exp(-delta[:, :, None] * roots), 0.0)  # (r, n, n_roots)
+    tab_a, tab_b = [], []
+    for lv in range(levels):
+        tab_a.append(w.sum(dim=1))
+        tab_b.append((w * delta[:, :, None]).sum(dim=1))
+        if lv + 1 < levels:
+            w = w * w
+    tab_a = torch.stack(tab_a, dim=2).reshape(delta.shape[0], -1)  # (r, n_roots * levels)
+    tab_b = torch.stack(tab_b, dim=2).reshape(delta.shape[0], -1)
+    zero = (a_slot < 0)[None, :]
+    n_pos = pos.sum(dim=1, dtype=tab_a.dtype)[:, None]
+    a = torch.where(zero, n_pos, tab_a[:, a_slot.clamp(min=0)])
+    b = torch.where(zero, 0.0, tab_b[:, a_slot.clamp(min=0)])
+    c = torch.where(zero, n_pos, tab_a[:, c_slot.clamp(min=0)])
+    return a, b, c
+
+
+def row_core_ladder(s: torch.Tensor, roots: torch.Tensor, levels: int, a_slot: torch.Tensor, c_slot: torch.Tensor,
+                    t: torch.Tensor):
+    """:func:`row_core` with the beta sums of the ladder."""
+    top, second, low, n_valid, n_bad, m0, delta, pos, counts = order_stats(s, t)
+    a, b, c = ladder_sums(delta, pos, roots, levels, a_slot, c_slot)
+    return top, second, low, n_valid, n_bad, m0, a, b, c, counts
+
+
 def compiled(fn, mode: str, smoke: bool):
     """``torch.compile(fn, dynamic=True, mode=mode)``, once per process; dynamo only in smoke mode."""
     key = (fn.__name__, mode, smoke)
@@ -152,9 +183,18 @@ def finish(parts: list, beta: np.ndarray, t: np.ndarray) -> dict:
             "range": rng, "n_valid": n_valid.double(), "m0": m0.double(), "kappa_lower": lo, "kappa_upper": hi}
 
 
-def full_baseline(inp: Inputs, mode: str | None, smoke: bool, beta_loop: bool = False):
-    """A callable computing every RowStats field from materialised fp32 scores, chunked over rows."""
+def full_baseline(inp: Inputs, mode: str | None, smoke: bool, beta_loop: bool = False, ladder: bool = False):
+    """A callable computing every RowStats field from materialised fp32 scores, chunked over rows (the beta
+    sums broadcast over beta, in a loop over beta, or by the beta ladder)."""
     beta_d = torch.as_tensor(inp.beta, dtype=torch.float32, device=inp.device)
+    if ladder:
+        from critscale.kernels.ladder import beta_plan
+
+        plan = beta_plan(inp.beta)
+        roots = torch.as_tensor(plan.roots, dtype=torch.float32, device=inp.device)
+        a_slot = torch.as_tensor(plan.a_slot, device=inp.device)
+        c_slot = torch.as_tensor(plan.c_slot, device=inp.device)
+        core_ladder = compiled(row_core_ladder, mode or "default", smoke)
     t_d = torch.as_tensor(inp.t, dtype=torch.float32, device=inp.device)
     if mode is None:
         cr = chunk_rows(inp.n, max(len(inp.beta), len(inp.t)), inp.rows, EAGER_CHUNK_BYTES)
@@ -168,7 +208,9 @@ def full_baseline(inp: Inputs, mode: str | None, smoke: bool, beta_loop: bool = 
         parts = []
         for r0 in range(0, inp.rows, cr):
             s = chunk_scores(inp, r0, min(inp.rows, r0 + cr))
-            if beta_loop:
+            if ladder:
+                parts.append(core_ladder(s, roots, plan.levels, a_slot, c_slot, t_d))
+            elif beta_loop:
                 top, second, low, n_valid, n_bad, m0, delta, pos, counts = stats1(s, t_d)
                 sums = [sums1(delta, pos, beta_d[j]) for j in range(len(inp.beta))]
                 a, b, c = (torch.stack(v, dim=1) for v in zip(*sums))  # (r, nb) each
@@ -271,5 +313,6 @@ def build(impl: str, inp: Inputs, smoke: bool):
     if impl == "kernel":
         return kernel_route(inp)
     if spec.fields == ALL_FIELDS:
-        return full_baseline(inp, spec.compile_mode, smoke, beta_loop=impl == "compile-beta-loop")
+        return full_baseline(inp, spec.compile_mode, smoke, beta_loop=impl == "compile-beta-loop",
+                             ladder=impl == "compile-ladder")
     return {"logsumexp": logsumexp_route, "sdpa-lse": sdpa_lse_route, "sdpa-route": sdpa_route}[impl](inp)

@@ -1,0 +1,103 @@
+"""``critscale.kernels.counting``: exact gap counts at a cost per score that does not grow with the thresholds.
+
+The bucket table must give the exact rank of every float32 gap (checked against ``searchsorted`` on all
+bit patterns next to each threshold and on random ones); the kernels' counts must equal the float32
+comparison ``Delta <= t_j`` on gaps placed exactly at, one ulp below and one ulp above each threshold; and
+the recorded compiled code must show the counting cost flat in the number of thresholds.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from critscale.kernels import counting, ladder
+from critscale.kernels.testing import backend_params, require
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def table_rank(table: counting.CountTable, u: np.ndarray) -> np.ndarray:
+    """The kernel's rank formula (:func:`counting.thermometer_words`) in numpy."""
+    e = np.asarray(table.entries, dtype=np.int64)
+    base, inner = e[: table.nbk], e[table.nbk:] % (1 << 32)
+    bk = np.clip(u >> table.shift, table.blo, table.blo + table.nbk - 1) - table.blo
+    return base[bk] + (u > inner[bk])
+
+
+GRIDS = {
+    "benchmark": (0.0,) + tuple(np.geomspace(1e-3, 20.0, 63)),
+    "live": (0.0, 0.01, 0.1, 0.3, 1.0, 3.0, 10.0),
+    "one": (1.0,),
+    "duplicates and inf": (0.0, 0.0, 0.5, 0.5, 2.0, float("inf"), float("inf")),
+    "close pair over a wide range": (0.0, 1e-6, 1.0, float(np.nextafter(np.float32(1.0), np.float32(2.0))), 1e6),
+    "tiny": (1e-45, 3e-45, 1e-38),
+}
+
+
+@pytest.mark.parametrize("name", list(GRIDS))
+def test_table_rank_is_exact_next_to_every_threshold(name):
+    t = GRIDS[name]
+    groups = counting.threshold_groups(t, 64)
+    bits = counting.threshold_bits(t)
+    assert [i for g in groups for i in range(g.first, g.first + len(g.index))] == list(range(len(t)))
+    rng = np.random.default_rng(3)
+    for g in groups:
+        T = np.asarray(sorted(set(bits[g.first:g.first + len(g.index)].tolist())), dtype=np.int64)
+        assert len(T) <= 64 and g.table.nbk <= counting.TABLE_MAX
+        near = np.concatenate([T + d for d in (-2, -1, 0, 1, 2)] + [[0, 0x7F800000, 0x7F7FFFFF]])
+        u = np.unique(np.clip(np.concatenate([near, rng.integers(0, 0x7F800001, 20000)]), 0, 0x7F800000))
+        assert np.array_equal(table_rank(g.table, u), np.searchsorted(T, u, side="left")), name
+
+
+def test_close_thresholds_far_apart_are_split_into_groups_not_refused():
+    """Two thresholds one ulp apart next to thresholds six decades away need more buckets than one table
+    holds: the grid becomes several pass-2 chunks, each exact."""
+    groups = counting.threshold_groups(GRIDS["close pair over a wide range"], 64)
+    assert len(groups) >= 2
+    plan = ladder.beta_plan(np.array([1.0]))
+    parts = ladder.chunks(plan, np.array(GRIDS["close pair over a wide range"]), 8, 64)
+    assert sum(len(p.t_index) for p in parts) == len(GRIDS["close pair over a wide range"])
+
+
+def edge_scores(t: np.ndarray, top: float = 0.0) -> torch.Tensor:
+    """One row whose float32 gaps to ``top`` are each threshold, one ulp below and one ulp above it."""
+    t32 = np.minimum(t, np.finfo(np.float32).max).astype(np.float32)
+    gaps = np.concatenate([t32, np.nextafter(t32, np.float32(0)), np.nextafter(t32, np.float32(np.inf))])
+    gaps = gaps[np.isfinite(gaps)]
+    s = np.float32(top) - gaps
+    ok = (np.float32(top) - s) == gaps  # keep the gaps that the subtraction reproduces exactly
+    return torch.from_numpy(np.concatenate([[np.float32(top)], s[ok]]).astype(np.float32))[None, :]
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_counts_exact_at_and_next_to_every_threshold(backend):
+    import critscale.kernels as ck
+
+    require(backend)
+    dev = torch.device("cuda") if backend == "triton-cuda" else torch.device("cpu")
+    t = np.array([0.0, 1e-3, 0.01, 0.1, 0.25, 0.3, 1.0, 1.0, 3.0, 10.0, 20.0])
+    x = edge_scores(t, 0.0).to(dev)
+    res = ck.scores_row_stats(x, [1.0], t, backend=backend)
+    d = (x.max(dim=1, keepdim=True).values - x).cpu()
+    t32 = torch.from_numpy(t.astype(np.float32))
+    want = (d[:, :, None] <= t32).sum(dim=1).double()
+    assert torch.equal(res.counts.cpu(), want)
+
+
+def test_recorded_counting_cost_is_flat_in_the_thresholds():
+    """In the recorded compiled code one threshold more costs (almost) nothing per score: the per-threshold
+    compare and add of the earlier kernels cost 2.0 instructions per score and threshold.  The recorded marginal
+    compares 64 thresholds (one 64-bit word) with 32 (one 32-bit word): the word size is all that changes."""
+    rec = json.loads((ROOT / "results" / "sass" / "kernels_sass.json").read_text())
+    for kind in ("scores", "qk", "sampled"):
+        m = rec["kinds"][kind]["grid32"]["marginal"]
+        assert abs(m["per_threshold"]) < 0.5, (kind, m)
+
+
+def test_sass_record_hashes_the_counting_module():
+    """The compiled pass 2 depends on kernels/counting.py: a change to it must make the record stale."""
+    rec = json.loads((ROOT / "results" / "sass" / "kernels_sass.json").read_text())
+    assert "kernels/counting.py" in rec["provenance"]["sources"]
