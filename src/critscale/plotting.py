@@ -109,13 +109,35 @@ def page_scale(fig) -> float:
     return min(1.0, PAGE_WIDTH_IN / width)
 
 
-def min_text_size_at_page_width(fig) -> float:
-    """The smallest visible text of ``fig`` in points, as shown at page width."""
+def min_text_size(fig) -> float | None:
+    """The smallest visible text of ``fig`` in points at the figure's own size (None: no text)."""
     import matplotlib.text
 
     sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
              if t.get_visible() and t.get_text().strip()]
-    return (min(sizes) if sizes else MIN_TEXT_PT) * page_scale(fig)
+    return min(sizes) if sizes else None
+
+
+def min_text_size_at_page_width(fig) -> float:
+    """The smallest visible text of ``fig`` in points, as shown at page width."""
+    size = min_text_size(fig)
+    return (MIN_TEXT_PT if size is None else size) * page_scale(fig)
+
+
+TEXT_SIZE_PREFIX = "critscale smallest text pt: "
+
+
+def text_size_description(size: float | None) -> str:
+    """The description a saved figure carries: its smallest text in points ("none" without text)."""
+    return TEXT_SIZE_PREFIX + ("none" if size is None else f"{size:.2f}")
+
+
+def parse_text_size_description(text: str) -> float | None:
+    """The size ``text_size_description`` wrote; ``ValueError`` when ``text`` is not such a description."""
+    if not text.startswith(TEXT_SIZE_PREFIX):
+        raise ValueError(f"not a critscale text-size description: {text[:60]!r}")
+    value = text[len(TEXT_SIZE_PREFIX):].strip()
+    return None if value == "none" else float(value)
 
 
 def _value(v) -> str:
