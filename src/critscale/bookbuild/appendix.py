@@ -14,7 +14,10 @@
 - each item of the brief's proposed theorem list (``**T-0.``, ..., ``**P-13.``) links
   to the chapter that carries it out (``ITEM_CHAPTERS``);
 - a display formula ``$$...$$`` written on a line inside a paragraph becomes a block of
-  its own (MyST typesets it only then).
+  its own (MyST typesets it only then);
+- a bare web address in a table row becomes a link named by its host
+  (``[ai.panvox.news](https://ai.panvox.news/...)``), so that a long address does not
+  squeeze the other columns of the table to a word per line, on screen or in print.
 
 A numbered result without a statement in the book is an error: the appendix would
 otherwise show a number from a second numbering.
@@ -53,6 +56,7 @@ SECTION_REF = re.compile(r"(?<!§)§(\d+(?:\.\d+)*)")
 ITEM = re.compile(r"^\*\*((?:T|C|P)-\d+)\.(.*?)\*\*")
 FENCE = re.compile(r"^(```|~~~)")
 DISPLAY_MATH = re.compile(r"^\$\$.*\$\$\s*$")
+BARE_URL = re.compile(r"(?<!\]\()(?<![<\[])\bhttps?://([^/\s|;,)]+)[^\s|;,)]*")
 
 
 class BriefError(ValueError):
@@ -79,6 +83,18 @@ def _result_links(match: re.Match) -> str:
                              "book (critscale.bookbuild.appendix.BRIEF_RESULTS)")
         refs.append(f"{{prf:ref}}`{target}`")
     return refs[0] if len(refs) == 1 else ", ".join(refs[:-1]) + " and " + refs[-1]
+
+
+def _link_urls(row: str) -> str:
+    """A table row with its bare web addresses as links named by their host (trailing dots stay text)."""
+    def link(match: re.Match) -> str:
+        url = match.group(0)
+        tail = url[len(url.rstrip(".")):]
+        url = url.rstrip(".")
+        host = re.sub(r"^www\.", "", match.group(1))
+        return f"[{host}]({url}){tail}"
+
+    return BARE_URL.sub(link, row)
 
 
 def render(text: str) -> str:
@@ -110,6 +126,8 @@ def render(text: str) -> str:
         if item:
             chapter = ITEM_CHAPTERS[item.group(1)]
             line = line[:item.end()] + f" (chapter: {{ref}}`{chapter}`)" + line[item.end():]
+        if line.startswith("|"):
+            line = _link_urls(line)
         if DISPLAY_MATH.match(line):  # MyST reads $$...$$ as display math only as its own block
             out += ["", line, ""]
             continue

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from ..provenance import git_commit
-from . import appendix, downloads, summaries
+from . import appendix, downloads, latexstructure, summaries
 from .notebook import Layout, notebook_names
 
 HEADLINE = ("06_gumbel_window", "gumbel_collapse_fig")  # the landing page's figure
@@ -95,6 +95,7 @@ def stage(layout: Layout, builder: str) -> Path:
         downloads.wheel_name(root), downloads.archive_name(commit), linked=builder == "html"))
     if builder == "pdf":
         _one_introduction_chapter(site / "intro.md")
+        latexstructure.mark(site)  # parts and chapter numbers as in the HTML
         config["sphinx"]["config"].pop("html_extra_path")  # MathJax and the downloads: HTML only
     (site / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return site
