@@ -151,10 +151,11 @@ def record_figure(key: str, fig, close: bool = True) -> None:
 
     import matplotlib.pyplot as plt
 
-    from .plotting import min_text_size, min_text_size_at_page_width, text_size_description
+    from .plotting import fit_to_column, min_text_size, min_text_size_at_page_width, text_size_description
 
     folder = results_dir() / "figures" / _notebook_name()
     folder.mkdir(parents=True, exist_ok=True)
+    fit_to_column(fig)  # shown at its own size in the HTML column, text unscaled
     described = {"Description": text_size_description(min_text_size(fig))}  # read by the browser check
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=FIGURE_DPI, bbox_inches="tight", facecolor="white", metadata=described)

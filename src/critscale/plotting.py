@@ -20,6 +20,9 @@ import seaborn as sns
 
 PAGE_WIDTH_IN = 7.0  # the text width of the HTML column and of the PDF page
 MIN_TEXT_PT = 9.0
+# The widest a figure is shown in the HTML at a 1280 px window (660 CSS px, 96 per inch): a saved
+# figure wider than this is scaled down there, and its text with it (``fit_to_column``).
+HTML_FIGURE_WIDTH_IN = 660 / 96
 
 # Okabe & Ito (2008) and Paul Tol's "muted" scheme: both designed to stay distinct for
 # the common colour-vision deficiencies.
@@ -107,6 +110,19 @@ def page_scale(fig) -> float:
     """Factor by which the figure's text shrinks when it is shown at page width."""
     width = fig.get_size_inches()[0]
     return min(1.0, PAGE_WIDTH_IN / width)
+
+
+def fit_to_column(fig, width_in: float = HTML_FIGURE_WIDTH_IN, pad_in: float = 0.1) -> None:
+    """Shrink ``fig`` (its size, not its text) until it is saved with ``bbox_inches="tight"`` at most
+    ``width_in`` wide, so that a browser shows it at its own size and its text at its own points."""
+    for _ in range(4):
+        renderer = fig.canvas.get_renderer()
+        saved = fig.get_tightbbox(renderer).width + 2 * pad_in
+        if saved <= width_in:
+            return
+        w, h = fig.get_size_inches()
+        factor = max(0.5, (width_in - 0.01) / saved)
+        fig.set_size_inches(w * factor, h * factor)
 
 
 def min_text_size(fig) -> float | None:
