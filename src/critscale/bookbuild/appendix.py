@@ -17,7 +17,11 @@
   its own (MyST typesets it only then);
 - a bare web address in a table row becomes a link named by its host
   (``[ai.panvox.news](https://ai.panvox.news/...)``), so that a long address does not
-  squeeze the other columns of the table to a word per line, on screen or in print.
+  squeeze the other columns of the table to a word per line, on screen or in print;
+- in print (``render(text, print_layout=True)``), a table of long prose cells becomes a long
+  table (it may break across pages instead of running off the bottom of one) with column widths
+  set from its cells (``{tabularcolumns}`` and ``{.longtable}``, which needs MyST's
+  ``attrs_block``; the PDF's staging enables it).
 
 A numbered result without a statement in the book is an error: the appendix would
 otherwise show a number from a second numbering.
@@ -97,7 +101,44 @@ def _link_urls(row: str) -> str:
     return BARE_URL.sub(link, row)
 
 
-def render(text: str) -> str:
+PROSE_ROW_CHARS = 120  # a table whose rows average more characters is set as a long table in print
+
+
+def _cells(row: str) -> list[str]:
+    """A table row's cells, each link counted by the text it prints (its host)."""
+    row = re.sub(r"\]\([^)]*\)", "]", row)
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def _print_table_header(rows: list[str]) -> list[str]:
+    """The lines that set a table of long prose cells as a long table with widths from its cells, or []."""
+    body = [r for r in rows[2:]]
+    if not body or sum(len(r) for r in body) / len(body) <= PROSE_ROW_CHARS:
+        return []
+    columns = len(_cells(rows[0]))
+    lengths = [[min(len(c), 400) for c in _cells(r)] for r in body]
+    weights = [max(sum(r[i] for r in lengths if i < len(r)) / len(lengths), 1.0) ** 0.5 for i in range(columns)]
+    shares = [max(0.1, w / sum(weights)) for w in weights]
+    spec = "".join(f"\\Y{{{0.99 * x / sum(shares):.3f}}}" for x in shares)
+    return ["```{tabularcolumns} " + spec, "```", "", "{.longtable}"]
+
+
+def _long_tables(lines: list[str]) -> list[str]:
+    out, i = [], 0
+    while i < len(lines):
+        if lines[i].startswith("|") and (i == 0 or not lines[i - 1].startswith("|")):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            out += _print_table_header(lines[i:j]) + lines[i:j]
+            i = j
+        else:
+            out.append(lines[i])
+            i += 1
+    return out
+
+
+def render(text: str, print_layout: bool = False) -> str:
     """The appendix body (see the module docstring)."""
     lines = text.split("\n")
     start = next(i for i, line in enumerate(lines) if line.startswith("# "))
@@ -132,4 +173,4 @@ def render(text: str) -> str:
             out += ["", line, ""]
             continue
         out.append(line)
-    return "\n".join(out)
+    return "\n".join(_long_tables(out) if print_layout else out)

@@ -63,7 +63,8 @@ def stage(layout: Layout, builder: str) -> Path:
             _print_without_folded_code(site / "generated" / f"{name}.ipynb")
     generated = site / "_generated"
     generated.mkdir()
-    (generated / "theory_brief_body.md").write_text(appendix.render((root / "docs" / "theory.md").read_text()))
+    (generated / "theory_brief_body.md").write_text(
+        appendix.render((root / "docs" / "theory.md").read_text(), print_layout=builder == "pdf"))
     _recorded_tables(layout, generated / "tables")
     sources = [root / "notebooks" / f"{n}.md" for n in toc_notebooks(root)]
     (generated / "key_results.md").write_text(summaries.key_results(sources, site / "generated"))
@@ -97,6 +98,7 @@ def stage(layout: Layout, builder: str) -> Path:
         _one_introduction_chapter(site / "intro.md")
         latexstructure.mark(site)  # parts and chapter numbers as in the HTML
         config["sphinx"]["config"].pop("html_extra_path")  # MathJax and the downloads: HTML only
+        config["parse"]["myst_enable_extensions"].append("attrs_block")  # the appendix's {.longtable}
     (site / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return site
 
