@@ -31,6 +31,16 @@ def test_a_figure_wider_than_the_column_is_shrunk_text_kept():
     plt.close(fig)
 
 
+def test_a_constrained_layout_figure_is_measured_as_drawn():
+    """Before it is drawn, a constrained-layout figure's tight box is narrower than the one it is saved with."""
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.3), layout="constrained")
+    axes[0].plot([1, 2], label="a")
+    axes[1].legend(handles=axes[0].lines, loc="center left", bbox_to_anchor=(1, 0.5))
+    plotting.fit_to_column(fig)
+    assert _saved_width_pt(fig) <= plotting.HTML_FIGURE_WIDTH_IN * 72
+    plt.close(fig)
+
+
 def test_text_size_description_round_trips_and_refuses_other_text():
     assert plotting.parse_text_size_description(plotting.text_size_description(9.5)) == 9.5
     assert plotting.parse_text_size_description(plotting.text_size_description(None)) is None

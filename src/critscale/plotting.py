@@ -116,12 +116,12 @@ def fit_to_column(fig, width_in: float = HTML_FIGURE_WIDTH_IN, pad_in: float = 0
     """Shrink ``fig`` (its size, not its text) until it is saved with ``bbox_inches="tight"`` at most
     ``width_in`` wide, so that a browser shows it at its own size and its text at its own points."""
     for _ in range(4):
-        renderer = fig.canvas.get_renderer()
-        saved = fig.get_tightbbox(renderer).width + 2 * pad_in
+        fig.draw_without_rendering()  # a layout engine places the axes only when the figure is drawn
+        saved = fig.get_tightbbox(fig.canvas.get_renderer()).width + 2 * pad_in
         if saved <= width_in:
             return
         w, h = fig.get_size_inches()
-        factor = max(0.5, (width_in - 0.01) / saved)
+        factor = max(0.5, (width_in - 0.05) / saved)  # a margin for the SVG's own text extents
         fig.set_size_inches(w * factor, h * factor)
 
 
