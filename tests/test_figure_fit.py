@@ -46,3 +46,32 @@ def test_text_size_description_round_trips_and_refuses_other_text():
     assert plotting.parse_text_size_description(plotting.text_size_description(None)) is None
     with pytest.raises(ValueError, match="not a critscale text-size description"):
         plotting.parse_text_size_description("Matplotlib figure")
+
+
+def test_a_long_stamp_does_not_keep_the_figure_wider_than_the_column():
+    """Chapter 12's floor figure carried a stamp wider than the figure: saved 660 pt wide, its text shown at 6.8 pt."""
+    fig, ax = plt.subplots(figsize=(7.0, 3.6))
+    ax.plot([1, 2])
+    plotting.stamp(fig, profile="ci", rows=4096, n=2**20,
+                   extra="floors: Triton 3.4.0, sm_90a; NVIDIA H200 at 1980 MHz, and a long tail of words about it")
+    plotting.fit_to_column(fig)
+    assert _saved_width_pt(fig) <= plotting.HTML_FIGURE_WIDTH_IN * 72
+    plt.close(fig)
+
+
+def test_a_stamp_with_one_long_part_is_wrapped_inside_the_column():
+    """Chapter 12's benchmark stamp had one part (the commits) longer than a line: saved 660 pt wide."""
+    fig, ax = plt.subplots(figsize=(7.0, 3.6))
+    ax.plot([1, 2])
+    plotting.stamp(fig, profile="ci", extra="NVIDIA H200; " + "; ".join(f"impl{i}: commit abcdef{i}" for i in range(12)))
+    plotting.fit_to_column(fig)
+    assert _saved_width_pt(fig) <= plotting.HTML_FIGURE_WIDTH_IN * 72
+    plt.close(fig)
+
+
+def test_text_wider_than_the_column_is_an_error_not_a_silent_overflow():
+    fig, ax = plt.subplots(figsize=(7.0, 3.0))
+    ax.set_title("x" * 200, fontsize=12)
+    with pytest.raises(ValueError, match="its text alone is wider"):
+        plotting.fit_to_column(fig)
+    plt.close(fig)
