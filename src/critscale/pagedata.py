@@ -169,21 +169,26 @@ def record_figure(key: str, fig, close: bool = True) -> None:
 
     The HTML shows the SVG (or the PNG when the SVG exceeds ``SVG_MAX_BYTES``), the PDF
     the PNG.  The smallest text of the figure at page width is stored too
-    (``figure_text_pt``), so the tests can hold every figure to a readable size.
+    (``figure_text_pt``), so the tests can hold every figure to a readable size, and both
+    files carry the smallest text size of the figure itself in their description
+    (``plotting.text_size_description``), so that a check of the rendered page can tell
+    how big that text is shown.
     """
     import io
 
     import matplotlib.pyplot as plt
 
-    from .plotting import min_text_size_at_page_width
+    from .plotting import fit_to_column, min_text_size, min_text_size_at_page_width, text_size_description
 
     folder = results_dir() / "figures" / _notebook_name()
     folder.mkdir(parents=True, exist_ok=True)
+    fit_to_column(fig)  # shown at its own size in the HTML column, text unscaled
+    described = {"Description": text_size_description(min_text_size(fig))}  # read by the browser check
     png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=FIGURE_DPI, bbox_inches="tight", facecolor="white")
+    fig.savefig(png, format="png", dpi=FIGURE_DPI, bbox_inches="tight", facecolor="white", metadata=described)
     (folder / f"{key}.png").write_bytes(png.getvalue())
     svg = io.BytesIO()
-    fig.savefig(svg, format="svg", bbox_inches="tight", facecolor="white", metadata={"Date": None})
+    fig.savefig(svg, format="svg", bbox_inches="tight", facecolor="white", metadata={"Date": None, **described})
     bundle = {"image/png": base64.b64encode(png.getvalue()).decode("ascii"),
               "text/plain": repr(fig)}
     files = {"png": f"figures/{_notebook_name()}/{key}.png"}

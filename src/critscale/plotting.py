@@ -15,11 +15,16 @@ Text sizes are stated at page width: a figure ``w`` inches wide is shown at most
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib as mpl
 import seaborn as sns
 
 PAGE_WIDTH_IN = 7.0  # the text width of the HTML column and of the PDF page
 MIN_TEXT_PT = 9.0
+# The widest a figure is shown in the HTML at a 1280 px window (660 CSS px, 96 per inch): a saved
+# figure wider than this is scaled down there, and its text with it (``fit_to_column``).
+HTML_FIGURE_WIDTH_IN = 660 / 96
 
 # Okabe & Ito (2008) and Paul Tol's "muted" scheme: both designed to stay distinct for
 # the common colour-vision deficiencies.
@@ -109,13 +114,65 @@ def page_scale(fig) -> float:
     return min(1.0, PAGE_WIDTH_IN / width)
 
 
-def min_text_size_at_page_width(fig) -> float:
-    """The smallest visible text of ``fig`` in points, as shown at page width."""
+def saved_width_in(fig) -> float:
+    """The width of ``fig`` saved as SVG with ``bbox_inches="tight"``, as the HTML shows it.
+
+    Measured on the SVG itself: Agg's tight box before drawing misses what a layout engine moves
+    at draw time and differs from the SVG's text extents by up to 20 pt.
+    """
+    import io
+    import re
+
+    svg = io.BytesIO()
+    fig.savefig(svg, format="svg", bbox_inches="tight")
+    return float(re.search(rb'<svg[^>]*\bwidth="([0-9.]+)pt"', svg.getvalue()).group(1)) / 72
+
+
+def fit_to_column(fig, width_in: float = HTML_FIGURE_WIDTH_IN) -> None:
+    """Shrink ``fig`` (its size, not its text) until it is saved at most ``width_in`` wide, so that a
+    browser shows it at its own size and its text at its own points.  ``ValueError`` when its fixed-size
+    text alone (labels, a stamp) is wider than that."""
+    for _ in range(6):
+        saved = saved_width_in(fig)
+        if saved <= width_in:
+            return
+        w, h = fig.get_size_inches()
+        factor = max(0.5, (width_in - 0.02) / saved)
+        fig.set_size_inches(w * factor, h * factor)
+    if saved_width_in(fig) > width_in:
+        raise ValueError(f"the figure is still {saved_width_in(fig):.2f} in wide after shrinking it to "
+                         f"{fig.get_size_inches()[0]:.2f} in: its text alone is wider than the {width_in:.2f} in column")
+
+
+def min_text_size(fig) -> float | None:
+    """The smallest visible text of ``fig`` in points at the figure's own size (None: no text)."""
     import matplotlib.text
 
     sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
              if t.get_visible() and t.get_text().strip()]
-    return (min(sizes) if sizes else MIN_TEXT_PT) * page_scale(fig)
+    return min(sizes) if sizes else None
+
+
+def min_text_size_at_page_width(fig) -> float:
+    """The smallest visible text of ``fig`` in points, as shown at page width."""
+    size = min_text_size(fig)
+    return (MIN_TEXT_PT if size is None else size) * page_scale(fig)
+
+
+TEXT_SIZE_PREFIX = "critscale smallest text pt: "
+
+
+def text_size_description(size: float | None) -> str:
+    """The description a saved figure carries: its smallest text in points ("none" without text)."""
+    return TEXT_SIZE_PREFIX + ("none" if size is None else f"{size:.2f}")
+
+
+def parse_text_size_description(text: str) -> float | None:
+    """The size ``text_size_description`` wrote; ``ValueError`` when ``text`` is not such a description."""
+    if not text.startswith(TEXT_SIZE_PREFIX):
+        raise ValueError(f"not a critscale text-size description: {text[:60]!r}")
+    value = text[len(TEXT_SIZE_PREFIX):].strip()
+    return None if value == "none" else float(value)
 
 
 def _value(v) -> str:
@@ -144,7 +201,8 @@ def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None
     ``critscale.families.STANDARD``, ``n`` the row length (for example ``[12697, f, n]``), printed as the words
     ``family`` and ``length``.
     The text sits under the figure's bottom edge (saved figures are cropped to their
-    content), wrapped to the figure's width, so it never covers an axis label.
+    content), wrapped to the figure's width (at most the HTML column's), so it never covers an
+    axis label and never widens the figure.
     """
     parts = [f"profile {profile}"]
     if n is not None:
@@ -156,7 +214,10 @@ def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None
     if extra:
         parts.append(extra)
     size = MIN_TEXT_PT / page_scale(fig)
-    per_line = max(20, int(fig.get_size_inches()[0] * 72 / (0.55 * size)))
+    # wrapped to the narrower of the figure and the HTML column (less a margin), at a generous
+    # 0.6 em per character, so that the stamp never makes the saved figure wider than the column
+    width_in = min(fig.get_size_inches()[0], HTML_FIGURE_WIDTH_IN - 0.3)
+    per_line = max(20, int(width_in * 72 / (0.6 * size)))
     lines, line = [], ""
     for part in parts:
         candidate = f"{line} · {part}" if line else part
@@ -165,4 +226,5 @@ def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None
             candidate = part
         line = candidate
     lines.append(line)
+    lines = [piece for text in lines for piece in textwrap.wrap(text, per_line, break_on_hyphens=False)]
     fig.text(0.99, -0.01, "\n".join(lines), ha="right", va="top", fontsize=size, color="0.3")

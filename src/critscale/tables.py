@@ -60,6 +60,26 @@ def format_number(value: Any, digits: int = 4, plain: bool = False) -> str:
     return rf"\({mantissa} \times 10^{{{int(exponent)}}}\)"
 
 
+def interval(value: float, low: float, high: float, digits: int = 2) -> str:
+    """A value with its interval, set compactly: ``0.520 ± 0.060``, or ``0.520^{+0.061}_{-0.058}`` (math)
+    when the two sides differ at ``digits`` significant digits.
+
+    The half-widths keep ``digits`` significant digits and the value is rounded to the same decimal
+    place, as a journal prints an estimate with its error.  An empty or undefined interval leaves
+    the value alone (``format_number``).
+    """
+    value, low, high = float(value), float(low), float(high)
+    above, below = high - value, value - low
+    if not all(map(math.isfinite, (value, above, below))) or min(above, below) < 0 or max(above, below) == 0:
+        return format_number(value)
+    smallest = min(x for x in (above, below) if x > 0)
+    decimals = min(max(digits - 1 - math.floor(math.log10(smallest)), 0), 8)
+    centre, up, down = (f"{x:.{decimals}f}" for x in (value, above, below))
+    if up == down:
+        return f"{centre} ± {up}"
+    return rf"\({centre}^{{+{up}}}_{{-{down}}}\)"
+
+
 def format_cell(value: Any, digits: int = 4, plain: bool = False) -> str:
     """A cell's text: numbers through ``format_number``, everything else as ``str``."""
     if isinstance(value, (Real, np.number, np.bool_)) and not isinstance(value, str):

@@ -22,7 +22,7 @@ import yaml
 
 from ..provenance import git_commit
 from .. import reader_names
-from . import downloads, summaries
+from . import downloads, latexstructure, summaries
 from .notebook import Layout, notebook_names
 
 HEADLINE = ("06_gumbel_window", "gumbel_collapse_fig")  # the landing page's figure
@@ -96,7 +96,9 @@ def stage(layout: Layout, builder: str) -> Path:
         downloads.wheel_name(root), downloads.archive_name(commit), linked=builder == "html"))
     if builder == "pdf":
         _one_introduction_chapter(site / "intro.md")
+        latexstructure.mark(site)  # parts and chapter numbers as in the HTML
         config["sphinx"]["config"].pop("html_extra_path")  # MathJax and the downloads: HTML only
+        config["parse"]["myst_enable_extensions"].append("attrs_block")  # the appendix's {.longtable}
     (site / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
     return site
 

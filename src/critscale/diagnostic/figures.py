@@ -132,11 +132,14 @@ def head_maps(diag):
         if i == 0:
             ax.set_ylabel("layer", fontsize=TEXT)
         ax.grid(False)
-        if i != 1:
-            bar = fig.colorbar(im, ax=ax, orientation="horizontal", fraction=0.08, pad=0.22, aspect=12)
-            bar.ax.tick_params(labelsize=9)
-            bar.locator = matplotlib.ticker.MaxNLocator(3)
-            bar.update_ticks()
+        # every panel takes a colour bar's room, so that the four maps have one height and their
+        # layers line up; the law panel's bar is hidden (its legend says the colours)
+        bar = fig.colorbar(im, ax=ax, orientation="horizontal", fraction=0.08, pad=0.22, aspect=12)
+        bar.ax.tick_params(labelsize=9)
+        bar.locator = matplotlib.ticker.MaxNLocator(3)
+        bar.update_ticks()
+        if i == 1:
+            bar.ax.set_visible(False)
     axes[1].legend(handles=_law_handles(patches=True), loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1,
                    fontsize=9)
     fig.tight_layout()
