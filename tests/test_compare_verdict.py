@@ -51,6 +51,9 @@ def test_takeaway_quotes_each_models_factor_and_the_decided_layers(diag):
     assert text.count(f"{v['growth']:.3f}") >= 2 and "Model A" in text and "Model B" in text
     assert f"in only {v['layers_decided']} of their 4 layers" in text
     assert "no verdict" in compare.takeaway([])
+    unread = compare.takeaway([("Model A", v), ("Model C", {**v, "growth": math.nan, "windows": 2})])
+    assert "No factor for Model C (read on 2 windows, fewer than the 8 a gamma needs)" in unread
+    assert compare.takeaway([("Model C", {**v, "growth": math.nan, "windows": 2})]).startswith("No factor can be read")
     sentence = compare.verdict_sentence("Model A", v)
     assert f"{v['layers_decided']} of 2 layers" in sentence and f"{v['null_gamma']:.2f}" in sentence
 

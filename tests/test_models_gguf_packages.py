@@ -164,3 +164,21 @@ def test_the_fast_reader_slices_no_memmap_per_field(tmp_path, monkeypatch):
         gguf.GGUFReader(path)
     assert slow_calls > 2 * 3000 and len(calls) == 0
     assert gguf.GGUFReader.__name__ == "GGUFReader"  # put back after the block
+
+
+def test_dequantisation_reads_through_the_fast_reader(tmp_path, monkeypatch):
+    """transformers' GGUF reads inside the conversion see the fast reader, and gguf's own is back afterwards."""
+    import gguf
+
+    from critscale.models import gguf_cache
+
+    seen = []
+
+    def fake_read(path, options):
+        seen.append(gguf.GGUFReader.__name__)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(gguf_cache, "_read", fake_read)
+    with pytest.raises(InvalidCheckpointError, match=r"GGUF file .*x.gguf could not be read: stop here"):
+        gguf_cache._dequantise(tmp_path / "x.gguf")
+    assert seen == ["FastReader"] and gguf.GGUFReader.__name__ == "GGUFReader"

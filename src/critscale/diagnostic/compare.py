@@ -320,6 +320,7 @@ def verdict_numbers(diag: Diagnosis, k: int = MULTIPLES[-1]) -> dict:
     layers_above = sum(1 for e in schedule.layers if np.isfinite(e["growth"][k][1])
                        and e["growth"][k][1] > null_growth[2])
     return {"read_length": schedule.read_length, "multiple": k, "target_length": k * schedule.read_length,
+            "windows": int(diag.meta["windows"]), "min_windows": int(diag.meta["min_windows_for_intervals"]),
             "rule": model["rule"], "plurality": model["plurality"], "share": model["rule_share"],
             "share_low": model["rule_share_low"], "share_high": model["rule_share_high"],
             "gamma": model["gamma"], "gamma_low": model["gamma_low"], "gamma_high": model["gamma_high"],
@@ -360,10 +361,17 @@ def takeaway(verdicts: list[tuple[str, dict]]) -> str:
     if not verdicts:
         return "No pretrained model was read in this build, so there is no verdict to apply."
     parts = [f"{model} by {_growth_text(v)} at {v['target_length']} tokens ({v['multiple']} times the "
-             f"{v['read_length']} read; its Gaussian null asks for {v['null_growth']:.3f})" for model, v in verdicts]
+             f"{v['read_length']} read; its Gaussian null asks for {v['null_growth']:.3f})"
+             for model, v in verdicts if np.isfinite(v["growth"])]
+    unread = [f"{model} (read on {v['windows']} windows, fewer than the {v['min_windows']} a gamma needs)"
+              for model, v in verdicts if not np.isfinite(v["growth"])]
+    if not parts:
+        return f"No factor can be read at this build's size: {'; '.join(unread)}."
     decided = sum(v["layers_decided"] for _, v in verdicts)
     layers = sum(v["layers"] for _, v in verdicts)
     rule = ("the per-layer factors (`schedule.json`) are the thing to apply, since a published rule is singled out "
             f"in only {decided} of their {layers} layers" if decided < layers else
             f"a published rule is singled out in all {layers} layers")
-    return f"To keep the operating point beyond the length read, multiply the logits of {'; of '.join(parts)}; {rule}."
+    missing = f" No factor for {'; '.join(unread)}." if unread else ""
+    return (f"To keep the operating point beyond the length read, multiply the logits of {'; of '.join(parts)}; "
+            f"{rule}.{missing}")
