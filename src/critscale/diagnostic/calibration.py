@@ -88,3 +88,16 @@ def rule_accuracy(heads: pd.DataFrame) -> pd.DataFrame:
                      "undefined": float((group["best_rule"] == "undefined").mean()),
                      "nearest_wrong": int((group["nearest_rule"] != rule).sum())})
     return pd.DataFrame(rows)
+
+
+def rule_sentence(accuracy: pd.DataFrame, per_family: int) -> str:
+    """What :func:`rule_accuracy`'s table says, as a sentence (or that the rule was not measured)."""
+    if per_family == 0 or len(accuracy) == 0:
+        return ("The rule's accuracy is not measured in this build (tests/test_diagnostic_calibration.py measures it "
+                "on 30 heads per family).")
+    decided, right = int(accuracy["decided"].sum()), int(accuracy["right"].sum())
+    share = f"{right / decided:.0%}" if decided else "none decided"
+    return (f"{per_family} heads of each family whose exact scale is one of the rules (the test reads 30), read on "
+            f"the default windows beside the rule nulls: {decided} of {int(accuracy['heads'].sum())} are decided, "
+            f"{right} of them right ({share}), and on average {float(accuracy['undecided'].mean()):.0%} of a "
+            "family's heads are `undecided`.")
