@@ -66,3 +66,15 @@ def test_attention_kind_names_sliding_layers():
     assert compare.attention_kind(config, True) == ("causal; 5 of 6 layers see only the last 5 keys (sliding window), "
                                                     "the others every key")
     assert compare.attention_kind(LlamaConfig(num_hidden_layers=2), True) == "causal, every layer full"
+
+
+def test_rule_sentence_counts_the_table_or_says_it_was_not_measured():
+    import pandas as pd
+
+    from critscale.diagnostic.calibration import rule_sentence
+
+    table = pd.DataFrame({"family": ["a", "b"], "heads": [4, 4], "decided": [3, 2], "right": [3, 1],
+                          "undecided": [0.25, 0.5]})
+    text = rule_sentence(table, 4)
+    assert "5 of 8 are decided, 4 of them right (80%)" in text and "38% of a family's heads" in text
+    assert rule_sentence(table.iloc[:0], 0).startswith("The rule's accuracy is not measured in this build")
