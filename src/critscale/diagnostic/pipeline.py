@@ -281,13 +281,25 @@ def token_windows(tokens, length: int, max_windows: int) -> np.ndarray:
     return tokens[:count * length].reshape(count, length)
 
 
-def resolve_length(context: int, max_len: int | None) -> int:
-    """The window length: ``max_len``, or min(1024, the model's context); checked against the context."""
+def resolve_length(context: int, max_len: int | None, what: str = "") -> int:
+    """The window length: ``max_len``, or min(1024, the model's context); checked against the context.
+
+    ``what`` says what sets the context when it is not the position table (a sliding window,
+    :func:`critscale.models.families.context_limit`); the message then names it.
+    """
     if max_len is None:
         return min(1024, int(context))
     if max_len > context:
-        raise DesignError(f"--max-len {max_len} exceeds the model's context of {context} positions")
+        where = f" ({what})" if what and what != "the model's context" else ""
+        raise DesignError(f"--max-len {max_len} exceeds the model's context of {context} positions{where}")
     return int(max_len)
+
+
+def _model_length(loaded, max_len: int | None) -> int:
+    """:func:`resolve_length` for a loaded model, naming its sliding window when that is what limits it."""
+    from critscale.models.families import context_limit
+
+    return resolve_length(loaded.context, max_len, context_limit(loaded.config)[1])
 
 
 def text_windows(tokenizer, texts, length: int, max_windows: int) -> np.ndarray:
@@ -321,7 +333,7 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
                    keep_rows: bool = False, progress: bool = False, meta: dict | None = None,
                    null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of ``loaded`` (a :class:`critscale.models.LoadedModel`) on token ids ``tokens``."""
-    length = resolve_length(loaded.context, max_len)
+    length = _model_length(loaded, max_len)
     windows = token_windows(tokens, length, max_windows)
     return diagnose_windows(loaded, windows, max_windows=max_windows, design=design, queries=queries, nulls=nulls,
                             null_windows=null_windows, seed=seed, backend=backend, keep_rows=keep_rows,
@@ -387,7 +399,7 @@ def diagnose(model, tokenizer, texts, *, max_len: int | None = None, max_windows
     check_config(config)
     name = str(getattr(config, "name_or_path", "") or type(model).__name__)
     loaded = LoadedModel(model, tokenizer, name, "loaded")
-    length = resolve_length(loaded.context, max_len)
+    length = _model_length(loaded, max_len)
     windows = text_windows(tokenizer, texts, length, max_windows)
     training = model.training
     model.eval()
