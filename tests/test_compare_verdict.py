@@ -54,6 +54,8 @@ def test_takeaway_quotes_each_models_factor_and_the_decided_layers(diag):
     unread = compare.takeaway([("Model A", v), ("Model C", {**v, "growth": math.nan, "windows": 2})])
     assert "No factor for Model C (read on 2 windows, fewer than the 8 a gamma needs)" in unread
     assert compare.takeaway([("Model C", {**v, "growth": math.nan, "windows": 2})]).startswith("No factor can be read")
+    unread_sentence = compare.verdict_sentence("Model C", {**v, "growth": math.nan, "windows": 2})
+    assert "on 2 windows: no $\\gamma$, rule or factor (a $\\gamma$ needs 8 windows)" in unread_sentence
     sentence = compare.verdict_sentence("Model A", v)
     assert f"{v['layers_decided']} of 2 layers" in sentence and f"{v['null_gamma']:.2f}" in sentence
 

@@ -346,6 +346,10 @@ def _growth_text(v: dict, prefix: str = "") -> str:
 
 def verdict_sentence(model: str, v: dict) -> str:
     """One model's verdict (:func:`verdict_numbers`) beside its Gaussian null's, as a sentence of plain numbers."""
+    if not np.isfinite(v["growth"]):
+        return (f"{model}, read at {v['read_length']} tokens on {v['windows']} windows: no $\\gamma$, rule or factor "
+                f"(a $\\gamma$ needs {v['min_windows']} windows); its Gaussian null's $\\gamma$ is "
+                f"{v['null_gamma']:.2f} and its factor at {v['target_length']} tokens {_growth_text(v, 'null_')}.")
     share = _interval(100 * v["share"], 100 * v["share_low"], 100 * v["share_high"], 0)
     return (f"{model}, read at {v['read_length']} tokens: rule {v['rule']} (the plurality, {v['plurality']}, holds "
             f"{share} % of the heads with a rule); median $\\gamma$ "
