@@ -47,12 +47,14 @@ def test_each_model_is_read_over_the_design_its_parameters_ask_for(page, params)
     design of the old pipeline) or nulls on fewer windows fails."""
     for prefix, length, windows in (("trained", params["train_context"], params["windows"]),
                                     ("step0", params["train_context"], params["windows"]),
-                                    ("pre", params["pretrained_length"], params["pretrained_windows"])):
+                                    ("pre", params["pretrained_length"], params["pretrained_windows"]),
+                                    ("second", params["second_length"], params["second_windows"])):
         assert page[f"{prefix}_window_length"] == length and page[f"{prefix}_windows"] == windows
         assert page[f"{prefix}_rows_per_head"] == windows * len(length_grid(length)) * QUERIES
         assert page[f"{prefix}_null_windows"] == max(NULL_WINDOW_FACTOR * windows, MIN_NULL_WINDOWS)
     assert page["trained_heads"] == page["step0_heads"] == params["train_layers"] * params["train_heads"]
     assert page["pre_heads"] == 30 * 9  # SmolLM2-135M: 30 layers of 9 query heads
+    assert page["second_heads"] == 18 * 4  # Gemma 3 270M: 18 layers of 4 query heads
 
 
 def test_models_table_counts_parameters_once_and_names_each_model(page, params):
@@ -66,6 +68,7 @@ def test_models_table_counts_parameters_once_and_names_each_model(page, params):
         assert int(models[name]["parameters"].replace(",", "")) == expected
         assert models[name]["tokenizer"] == "bytes (256)"
     assert models["SmolLM2 135M"]["parameters"] == "134,515,008"
+    assert models["Gemma 3 270M"]["parameters"] == "268,098,176"
     assert models["GPT-2 step 0"]["training"].startswith("none")
     assert models["GPT-2 trained"]["training"].startswith(f"{params['train_steps']} steps")
 
@@ -124,3 +127,66 @@ def test_gpu_section_reads_the_recorded_file(page):
     legacy = json.loads((repo_root() / "results" / "gpu" / "gpt2_small_attention.json").read_text())
     assert page["gpu_old_heads"] == len(legacy["heads"])
     assert page["gpu_old_windows"] == legacy["diagnose"]["windows"]
+
+
+def test_four_models_each_say_what_they_are(page):
+    """Four rows (the two pretrained decoders, the trained GPT-2, its step 0), each naming its architecture, its
+    attention, its weights and its held-out loss; a table without Gemma, or one that calls a dequantised GGUF model
+    float32 weights, fails."""
+    models = _models(page)
+    assert set(models) == {"SmolLM2 135M", "Gemma 3 270M", "GPT-2 trained", "GPT-2 step 0"}
+    assert models["SmolLM2 135M"]["architecture"] == "LlamaForCausalLM"
+    assert models["Gemma 3 270M"]["architecture"] == "Gemma3ForCausalLM"
+    assert models["SmolLM2 135M"]["weights"] == "Q4_1 GGUF, dequantised to float32"
+    assert models["Gemma 3 270M"]["weights"] == "Q4_K_M GGUF, dequantised to float32"
+    assert models["GPT-2 trained"]["weights"] == models["GPT-2 step 0"]["weights"] == "float32"
+    assert models["Gemma 3 270M"]["attention"].startswith("causal; 15 of 18 layers see only the last 512 keys")
+    assert models["SmolLM2 135M"]["attention"] == "causal, every layer full"
+    for name, row in models.items():
+        assert math.isfinite(row["nats per token"]) and math.isfinite(row["bits per byte"]), name
+    # Gemma 3: far below log(262144) = 12.5 nats of a uniform guess (garbage weights or shifted targets)
+    assert 1.0 < page["second_nats_per_token"] < 6.0
+
+
+def test_gemma_rows_never_exceed_its_sliding_window(page, params):
+    """Gemma 3's sliding layers see only the last 512 keys: a window longer than that would read rows no layer
+    of that kind computes, so the page reads at most 512 tokens (and the capture refuses more)."""
+    assert page["second_sliding_window"] == 512
+    assert page["second_window_length"] == params["second_length"] <= page["second_sliding_window"]
+
+
+def test_calibration_rates_lie_within_their_intervals_of_the_stated_level(page, params):
+    """The false-flag counts glued on the page, each with the exact interval recomputed from the count: the stated
+    level lies inside (the Bonferroni correction dropped flags about three times as many)."""
+    from critscale.diagnostic.schedule import clopper_pearson
+
+    rows = page["calibration_table"]["records"]
+    assert {(r["design"], r["windows"]) for r in rows} == {(k, w) for k in ("suffix", "prefix")
+                                                          for w in params["calibration_windows"]}
+    for r in rows:
+        low, high = clopper_pearson(r["flagged"], r["heads"], page["calibration_confidence"])
+        assert r["heads"] == page["calibration_heads"]
+        assert low <= page["flag_level"] <= high, r
+    assert page["calibration_flagged"] == sum(r["flagged"] for r in rows)
+    assert page["rule_right"] >= 0.95 * page["rule_decided"]
+    assert page["rule_heads_total"] == 6 * page["calibration_rule_heads"]
+
+
+def test_verdict_factors_follow_from_the_glued_gamma(page):
+    """Each pretrained model's beta growth at 8T is (log 8T / log T)^gamma of its glued gamma, its table has one
+    line per layer plus the model and its Gaussian null, and the summary box's takeaway quotes the factor."""
+    for key, layers in (("pre", 30), ("second", 18)):
+        T, k = page[f"{key}_verdict_read_length"], page[f"{key}_verdict_multiple"]
+        assert T == page[f"{key}_window_length"] and page[f"{key}_verdict_target_length"] == k * T
+        ratio = math.log(k * T) / math.log(T)
+        assert page[f"{key}_verdict_null_growth"] == pytest.approx(ratio ** page[f"{key}_verdict_null_gamma"],
+                                                                   rel=1e-9)
+        rows = page[f"{key}_verdict_table"]["records"]
+        assert [r["layer"] for r in rows] == [str(i) for i in range(layers)] + ["all", "Gaussian null (gauss_qk)"]
+        assert page[f"{key}_verdict_layers"] == layers
+        if page[f"{key}_windows"] < page["min_windows"]:  # no gamma below 8 windows (the ci profile): said so
+            assert math.isnan(page[f"{key}_verdict_growth"])
+            assert f"read on {page[f'{key}_windows']} windows, fewer than the" in page["verdict_takeaway"]
+            continue
+        assert page[f"{key}_verdict_growth"] == pytest.approx(ratio ** page[f"{key}_verdict_gamma"], rel=1e-9)
+        assert f"{page[f'{key}_verdict_growth']:.3f}" in page["verdict_takeaway"]

@@ -30,34 +30,21 @@ import math
 import numpy as np
 import pytest
 import torch
-from scipy.stats import beta as beta_dist
 
 from critscale import families
-from critscale.diagnostic import inference, nulls as nulls_module, pipeline, summary
+from critscale.diagnostic import calibration, inference, pipeline
+from critscale.diagnostic.calibration import flag_rate, rule_accuracy, rule_null_heads
 from critscale.diagnostic.design import make_design
+from critscale.diagnostic.schedule import clopper_pearson
 from critscale.diagnostic.windows import ArraySource
 
 pytestmark = pytest.mark.slow
 
-T, D, QUERIES, HEADS = 256, 64, 2, 200
-
-
-def clopper_pearson(count: int, total: int, confidence: float = 0.99) -> tuple[float, float]:
-    """Exact two-sided interval of a binomial proportion."""
-    tail = (1 - confidence) / 2
-    low = beta_dist.ppf(tail, count, total - count + 1) if count > 0 else 0.0
-    high = beta_dist.ppf(1 - tail, count + 1, total - count) if count < total else 1.0
-    return float(low), float(high)
+T, D, QUERIES, HEADS = calibration.WINDOW_LENGTH, calibration.HEAD_DIM, calibration.QUERIES, 200
 
 
 def gaussian_diagnosis(kind: str, windows: int):
-    rng = np.random.default_rng([19, windows, len(kind)])
-    shape = (1, HEADS, windows, T, D)
-    q = torch.from_numpy(rng.standard_normal(shape, dtype=np.float32))
-    k = torch.from_numpy(rng.standard_normal(shape, dtype=np.float32))
-    design = make_design(kind, T, queries=QUERIES)
-    return pipeline.diagnose_source(ArraySource(q, k, 1 / math.sqrt(D)), design, describe="Gaussian heads",
-                                    nulls=("gauss_qk",), seed=5, backend="reference")
+    return calibration.gaussian_heads(kind, windows, HEADS)
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +59,10 @@ CASES = [(kind, w) for kind in ("suffix", "prefix") for w in (8, 32)]
 def test_gaussian_heads_are_flagged_at_the_stated_rate(gaussian, case):
     """Heads drawn like the null are flagged ``beyond_null`` at the rate :data:`FLAG_LEVEL` states (module docstring)."""
     heads = gaussian[case].heads
-    flagged = int((heads["beyond_null"] != "").sum())
-    low, high = clopper_pearson(flagged, len(heads))
+    rate = flag_rate(gaussian[case])
+    flagged, low, high = rate["flagged"], rate["low"], rate["high"]
     print(f"{case}: {flagged} of {len(heads)} flagged, 99% interval [{low:.3f}, {high:.3f}]")
-    assert len(heads) >= 200
+    assert len(heads) >= 200 and rate["confidence"] == 0.99
     assert low <= inference.FLAG_LEVEL <= high, (case, flagged)
     assert np.isfinite(heads["null_p"]).all()
 
@@ -86,13 +73,10 @@ def test_the_null_has_the_heads_operating_point(gaussian, case):
     diag = gaussian[case]
     low, high = np.percentile(diag.replicates["p_max"], [2.5, 97.5])
     outside = int(((diag.heads["p_max"] < low) | (diag.heads["p_max"] > high)).sum())
-    lo, hi = clopper_pearson(outside, len(diag.heads))
+    lo, hi = clopper_pearson(outside, len(diag.heads), 0.99)
     assert lo <= 0.05 <= hi, (case, outside, low, high, float(diag.heads["p_max"].median()))
 
 
-RULE_FAMILIES = {"ptail1": "none/yarn", "ptail2": "sqrt_2_log_n", "logexp": "ssmax/entropy_invariant",
-                 "edge": "log_n_squared", "planted": "ssmax/entropy_invariant",
-                 "planted_shrink": "log_n_squared"}
 RULE_HEADS = 30
 
 
@@ -103,32 +87,16 @@ def test_the_rule_of_null_heads_is_right_when_decided():
     :func:`.summary.audit` beside the rule nulls read on the pipeline's 512 windows).  A rule taken as the
     nearest reference whether or not the interval can tell them apart fails (``nearest_rule`` is wrong on
     more than 5% of these heads)."""
-    windows = pipeline.WINDOWS
-    design = make_design("suffix", T, queries=4)
-    rng = np.random.default_rng(1913)
-    null_windows = pipeline.resolve_rule_windows(None, pipeline.resolve_null_windows(None, windows))
-    records = []
-    for name in RULE_FAMILIES:
-        data = pipeline._concatenate(nulls_module.family_statistics(name, design, null_windows, rng))
-        records.append(summary.summarise_unit(name, -1, -1, data, seed=3)[0])
-    nulls = pipeline.pd.DataFrame(records)
-    heads = []
-    for name in RULE_FAMILIES:
-        for i in range(RULE_HEADS):
-            data = pipeline._concatenate(nulls_module.family_statistics(name, design, windows, rng))
-            heads.append({**summary.summarise_unit(f"{name}{i}", 0, len(heads), data, seed=i)[0], "family": name})
-    heads, _ = summary.audit(pipeline.pd.DataFrame(heads), nulls)
-    nearest_wrong = 0
-    for name, rule in RULE_FAMILIES.items():
-        group = heads[heads["family"] == name]
+    heads = rule_null_heads(RULE_HEADS)
+    table = rule_accuracy(heads)
+    for row in table.itertuples():
+        group = heads[heads["family"] == row.family]
         decided = group[~group["best_rule"].isin([inference.UNDECIDED, "undefined"])]
-        right = int((decided["best_rule"] == rule).sum())
-        nearest_wrong += int((group["nearest_rule"] != rule).sum())
-        print(f"{name}: {len(decided)} of {len(group)} decided, {right} right; undecided "
-              f"{(group['best_rule'] == inference.UNDECIDED).mean():.2f}, undefined "
-              f"{(group['best_rule'] == 'undefined').mean():.2f}")
-        assert right >= 0.95 * len(decided), (name, decided["best_rule"].value_counts().to_dict())
-    assert nearest_wrong > 0.05 * len(heads)  # the data do not single the rule out by nearness alone
+        print(f"{row.family}: {row.decided} of {row.heads} decided, {row.right} right; undecided "
+              f"{row.undecided:.2f}, undefined {row.undefined:.2f}")
+        assert row.heads == RULE_HEADS and row.decided == len(decided)
+        assert row.right >= 0.95 * row.decided, (row.family, decided["best_rule"].value_counts().to_dict())
+    assert table["nearest_wrong"].sum() > 0.05 * len(heads)  # the data do not single the rule out by nearness alone
 
 
 def structured_heads(windows: int) -> tuple[torch.Tensor, torch.Tensor, dict]:

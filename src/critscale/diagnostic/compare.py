@@ -18,6 +18,7 @@ from .figures import LAW_COLORS
 from .laws import LAWS
 from .pipeline import Diagnosis
 from .report import REGIMES
+from .schedule import MULTIPLES, growth_ratio, layer_schedule
 from .summary import BEYOND_Z, REFERENCE_NULL  # noqa: F401  (BEYOND_Z: the |t| of one comparison, for pages)
 
 
@@ -61,9 +62,29 @@ def summary_line(model: str, diag: Diagnosis) -> dict:
     return line
 
 
+def attention_kind(config, causal: bool) -> str:
+    """Which keys a model's rows hold: causal or bidirectional, and its sliding-window layers, if any."""
+    from critscale.models.families import sliding_windows
+
+    windows = sliding_windows(config)
+    sliding = [w for w in windows if w is not None]
+    kind = "causal" if causal else "bidirectional"
+    if not sliding:
+        return f"{kind}, every layer full"
+    return (f"{kind}; {len(sliding)} of {len(windows)} layers see only the last {min(sliding)} keys "
+            f"(sliding window), the others every key")
+
+
+def weights_kind(loaded) -> str:
+    """How the weights read were stored: a GGUF quantisation dequantised to float32, or float32."""
+    if getattr(loaded, "quantisation", ""):
+        return f"{loaded.quantisation} GGUF, dequantised to float32"
+    return "float32"
+
+
 def model_facts(name: str, loaded, diag: Diagnosis, training: str) -> dict:
-    """One line of the models table: what the model is (shape, size, tokenizer, weights, training) and
-    its next-token loss on the windows the diagnostic read."""
+    """One line of the models table: what the model is (architecture, shape, size, attention, tokenizer, weights,
+    training), how it was read, and its next-token loss on the windows the diagnostic read."""
     from critscale.models import ByteTokenizer
 
     shape = loaded.shape
@@ -74,8 +95,11 @@ def model_facts(name: str, loaded, diag: Diagnosis, training: str) -> dict:
     loss = diag.meta["text_loss"]
     return {"model": name, "architecture": type(loaded.model).__name__, "layers x heads": heads,
             "\\(d_h\\)": shape.head_dim, "width": shape.width, "context": shape.context,
+            "attention": attention_kind(loaded.config, bool(diag.meta.get("causal", True))),
             "parameters": f"{sum(p.numel() for p in loaded.model.parameters()):,}", "tokenizer": tokenizer,
-            "training": training, "nats per token": round(float(loss["nats_per_token"]), 3),
+            "weights": weights_kind(loaded), "training": training,
+            "read on": f"{diag.meta['windows']} x {diag.meta['window_length']} tokens ({diag.meta['design']} design)",
+            "nats per token": round(float(loss["nats_per_token"]), 3),
             "bits per byte": round(float(loss["bits_per_byte"]), 3)}
 
 
@@ -193,7 +217,7 @@ def entropy_figure(diags: dict[str, Diagnosis]):
     """
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(diags), figsize=(7.0, 3.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(diags), figsize=(max(7.0, 2.0 * len(diags)), 3.0), sharey=True, squeeze=False)
     for ax, (name, diag) in zip(axes[0], diags.items()):
         curves = diag.curves[diag.curves["level"] == diag.curves["level"].max()]
         laws = diag.heads.set_index("unit")["law"]
@@ -233,3 +257,125 @@ def beyond_sentence(line: dict, min_windows: int) -> str:
         text += (f" With {line['windows']} windows, fewer than {min_windows}, no interval is given, so no head "
                  "can be flagged.")
     return text
+
+
+def _interval(value: float, low: float, high: float, digits: int = 2) -> str:
+    """``value [low, high]``; the value alone without an interval; a dash without a value."""
+    if not np.isfinite(value):
+        return "-"
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+GROWTH_COLUMN = "\\(\\beta\\) x at {k}T [95%]"
+
+
+def _verdict_row(label: str, entry: dict) -> dict:
+    share = entry["rule_share"]
+    row = {"layer": label, "heads": entry["heads"], "rule": entry["rule"],
+           "plurality: share of heads [95%]": (f"{entry['plurality']}: "
+                                               + _interval(share, entry["rule_share_low"], entry["rule_share_high"]))
+           if np.isfinite(share) else "-",
+           "\\(\\gamma\\) [95%]": _interval(entry["gamma"], entry["gamma_low"], entry["gamma_high"])}
+    for k in MULTIPLES:
+        row[GROWTH_COLUMN.format(k=k)] = _interval(*entry["growth"][k], digits=3)
+    return row
+
+
+def null_verdict(diag: Diagnosis) -> dict:
+    """The Gaussian null's verdict over the model's design: its rule, gamma and the growth factors of its gamma."""
+    ref = _reference(diag)
+    T = int(diag.meta["window_length"])
+    gamma, low, high = (float(ref[c]) for c in ("gamma", "gamma_low", "gamma_high"))
+    growth = {k: [growth_ratio(T, k) ** g if np.isfinite(g) else np.nan for g in (gamma, low, high)]
+              for k in MULTIPLES}
+    return {"rule": str(ref.get("best_rule", "undefined")), "gamma": gamma, "gamma_low": low, "gamma_high": high,
+            "growth": growth}
+
+
+def verdict_table(diag: Diagnosis) -> pd.DataFrame:
+    """Per layer, then over all heads, then for the Gaussian null (:func:`null_verdict`): the rule, the plurality's
+    share with its interval, gamma and the factor by which beta must grow at 2, 4 and 8 times the length read."""
+    schedule = layer_schedule(diag)
+    rows = [_verdict_row(str(entry["layer"]), entry) for entry in schedule.layers]
+    rows.append(_verdict_row("all", schedule.model))
+    null = null_verdict(diag)
+    row = {"layer": f"Gaussian null ({REFERENCE_NULL})", "heads": 1, "rule": null["rule"],
+           "plurality: share of heads [95%]": "-",
+           "\\(\\gamma\\) [95%]": _interval(null["gamma"], null["gamma_low"], null["gamma_high"])}
+    for k in MULTIPLES:
+        row[GROWTH_COLUMN.format(k=k)] = _interval(*null["growth"][k], digits=3)
+    rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict_numbers(diag: Diagnosis, k: int = MULTIPLES[-1]) -> dict:
+    """The model's verdict and its Gaussian null's as plain numbers (for a page's sentences): rule, share, gamma,
+    the growth factor at ``k`` times the length read with its interval, and the layers whose rule is decided."""
+    schedule = layer_schedule(diag)
+    model, null = schedule.model, null_verdict(diag)
+    growth, null_growth = model["growth"][k], null["growth"][k]
+    undecided = ("undecided", "undefined")
+    layers_above = sum(1 for e in schedule.layers if np.isfinite(e["growth"][k][1])
+                       and e["growth"][k][1] > null_growth[2])
+    return {"read_length": schedule.read_length, "multiple": k, "target_length": k * schedule.read_length,
+            "windows": int(diag.meta["windows"]), "min_windows": int(diag.meta["min_windows_for_intervals"]),
+            "rule": model["rule"], "plurality": model["plurality"], "share": model["rule_share"],
+            "share_low": model["rule_share_low"], "share_high": model["rule_share_high"],
+            "gamma": model["gamma"], "gamma_low": model["gamma_low"], "gamma_high": model["gamma_high"],
+            "growth": growth[0], "growth_low": growth[1], "growth_high": growth[2],
+            "null_rule": null["rule"], "null_gamma": null["gamma"], "null_growth": null_growth[0],
+            "null_growth_low": null_growth[1], "null_growth_high": null_growth[2],
+            "layers": len(schedule.layers),
+            "layers_decided": sum(1 for e in schedule.layers if e["rule"] not in undecided),
+            "layers_above_null": layers_above}
+
+
+def calibration_table(rates: dict) -> pd.DataFrame:
+    """False flags of ``beyond_null`` on i.i.d. Gaussian heads: ``{(design, windows): flag_rate(...)}``."""
+    return pd.DataFrame([{"design": kind, "windows": windows, "heads": r["heads"], "flagged": r["flagged"],
+                          "rate": round(r["rate"], 3),
+                          f"{r['confidence']:.0%} interval": f"[{r['low']:.3f}, {r['high']:.3f}]",
+                          "stated level": r["level"]} for (kind, windows), r in rates.items()])
+
+
+def _growth_text(v: dict, prefix: str = "") -> str:
+    return _interval(v[f"{prefix}growth"], v[f"{prefix}growth_low"], v[f"{prefix}growth_high"], 3)
+
+
+def verdict_sentence(model: str, v: dict) -> str:
+    """One model's verdict (:func:`verdict_numbers`) beside its Gaussian null's, as a sentence of plain numbers."""
+    if not np.isfinite(v["growth"]):
+        return (f"{model}, read at {v['read_length']} tokens on {v['windows']} windows: no $\\gamma$, rule or factor "
+                f"(a $\\gamma$ needs {v['min_windows']} windows); its Gaussian null's $\\gamma$ is "
+                f"{v['null_gamma']:.2f} and its factor at {v['target_length']} tokens {_growth_text(v, 'null_')}.")
+    share = _interval(100 * v["share"], 100 * v["share_low"], 100 * v["share_high"], 0)
+    return (f"{model}, read at {v['read_length']} tokens: rule {v['rule']} (the plurality, {v['plurality']}, holds "
+            f"{share} % of the heads with a rule); median $\\gamma$ "
+            f"{_interval(v['gamma'], v['gamma_low'], v['gamma_high'])}, its Gaussian null's {v['null_gamma']:.2f}; "
+            f"at {v['target_length']} tokens ({v['multiple']} times) its logits must be multiplied by "
+            f"{_growth_text(v)} to keep the operating point, against {_growth_text(v, 'null_')} for the null; "
+            f"{v['layers_decided']} of {v['layers']} layers have a decided rule, and {v['layers_above_null']} need "
+            "more growth than the null (the lower end of their interval above the upper end of the null's).")
+
+
+def takeaway(verdicts: list[tuple[str, dict]]) -> str:
+    """The practitioner's reading of the models' verdicts (:func:`verdict_numbers`), for a summary box."""
+    if not verdicts:
+        return "No pretrained model was read in this build, so there is no verdict to apply."
+    parts = [f"{model} by {_growth_text(v)} at {v['target_length']} tokens ({v['multiple']} times the "
+             f"{v['read_length']} read; its Gaussian null asks for {v['null_growth']:.3f})"
+             for model, v in verdicts if np.isfinite(v["growth"])]
+    unread = [f"{model} (read on {v['windows']} windows, fewer than the {v['min_windows']} a gamma needs)"
+              for model, v in verdicts if not np.isfinite(v["growth"])]
+    if not parts:
+        return f"No factor can be read at this build's size: {'; '.join(unread)}."
+    decided = sum(v["layers_decided"] for _, v in verdicts)
+    layers = sum(v["layers"] for _, v in verdicts)
+    rule = ("the per-layer factors (`schedule.json`) are the thing to apply, since a published rule is singled out "
+            f"in only {decided} of their {layers} layers" if decided < layers else
+            f"a published rule is singled out in all {layers} layers")
+    missing = f" No factor for {'; '.join(unread)}." if unread else ""
+    return (f"To keep the operating point beyond the length read, multiply the logits of {'; of '.join(parts)}; "
+            f"{rule}.{missing}")

@@ -48,6 +48,7 @@ class Diagnosis:
     rows: pd.DataFrame | None = None  # one line per row (heads and nulls), when asked for
     meta: dict = field(default_factory=dict)
     replicates: pd.DataFrame | None = None  # the null distribution: one line per subset of null windows (:mod:`.inference`)
+    gamma_replicates: pd.DataFrame | None = None  # per head (index: unit), gamma's window-bootstrap slopes (columns: replicate)
 
 
 def _concatenate(chunks: list[dict]) -> dict:
@@ -211,11 +212,15 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     intervals = int(source.n_windows) >= laws.MIN_WINDOWS
     replicates = (read_replicates(design, source.n_windows, null_replicates, source.head_dim, spread, seed=seed,
                                   backend=backend) if null_replicates and intervals else None)
-    records, bins, curves, profiles, row_frames = [], [], [], [], []
+    records, bins, curves, profiles, row_frames, boots = [], [], [], [], [], {}
     for unit, layer, head, unit_data in units:
-        # a head's bootstrap is drawn from its own fixed stream: the seed draws the nulls, not the head's interval
-        rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed if layer < 0 else HEAD_SEED)
+        # every head's bootstrap is drawn from one fixed stream (the seed draws the nulls, not the heads' intervals):
+        # replicate b resamples the same windows for every head, so statistics over heads are bootstrapped per replicate
+        rec, b, c, p, boot = summary.summarise_unit(unit, layer, head, unit_data,
+                                                    seed=seed if layer < 0 else HEAD_SEED)
         records.append(rec)
+        if layer >= 0:
+            boots[unit] = boot
         bins += b
         curves += c
         profiles += p
@@ -251,7 +256,17 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "rule_reference": rule_reference, "heads_seconds": round(heads_seconds, 2),
             "seconds": round(time.perf_counter() - start, 2), "seed": seed}
     return Diagnosis(heads, null_table, pd.DataFrame(bins), pd.DataFrame(curves), pd.DataFrame(profiles),
-                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info, replicates)
+                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info, replicates,
+                     gamma_replicate_frame(boots))
+
+
+def gamma_replicate_frame(boots: dict[str, np.ndarray]) -> pd.DataFrame | None:
+    """Heads' gamma bootstrap replicates as one frame (index: unit), or None when no head has an interval."""
+    width = max((len(b) for b in boots.values()), default=0)
+    if width == 0:
+        return None
+    rows = {unit: b if len(b) == width else np.full(width, np.nan) for unit, b in boots.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("unit")
 
 
 def token_windows(tokens, length: int, max_windows: int) -> np.ndarray:
@@ -266,13 +281,25 @@ def token_windows(tokens, length: int, max_windows: int) -> np.ndarray:
     return tokens[:count * length].reshape(count, length)
 
 
-def resolve_length(context: int, max_len: int | None) -> int:
-    """The window length: ``max_len``, or min(1024, the model's context); checked against the context."""
+def resolve_length(context: int, max_len: int | None, what: str = "") -> int:
+    """The window length: ``max_len``, or min(1024, the model's context); checked against the context.
+
+    ``what`` says what sets the context when it is not the position table (a sliding window,
+    :func:`critscale.models.families.context_limit`); the message then names it.
+    """
     if max_len is None:
         return min(1024, int(context))
     if max_len > context:
-        raise DesignError(f"--max-len {max_len} exceeds the model's context of {context} positions")
+        where = f" ({what})" if what and what != "the model's context" else ""
+        raise DesignError(f"--max-len {max_len} exceeds the model's context of {context} positions{where}")
     return int(max_len)
+
+
+def _model_length(loaded, max_len: int | None) -> int:
+    """:func:`resolve_length` for a loaded model, naming its sliding window when that is what limits it."""
+    from critscale.models.families import context_limit
+
+    return resolve_length(loaded.context, max_len, context_limit(loaded.config)[1])
 
 
 def text_windows(tokenizer, texts, length: int, max_windows: int) -> np.ndarray:
@@ -306,7 +333,7 @@ def diagnose_model(loaded, tokens, *, max_len: int | None = None, max_windows: i
                    keep_rows: bool = False, progress: bool = False, meta: dict | None = None,
                    null_replicates: int = inference.NULL_REPLICATES) -> Diagnosis:
     """The diagnostic of ``loaded`` (a :class:`critscale.models.LoadedModel`) on token ids ``tokens``."""
-    length = resolve_length(loaded.context, max_len)
+    length = _model_length(loaded, max_len)
     windows = token_windows(tokens, length, max_windows)
     return diagnose_windows(loaded, windows, max_windows=max_windows, design=design, queries=queries, nulls=nulls,
                             null_windows=null_windows, seed=seed, backend=backend, keep_rows=keep_rows,
@@ -372,7 +399,7 @@ def diagnose(model, tokenizer, texts, *, max_len: int | None = None, max_windows
     check_config(config)
     name = str(getattr(config, "name_or_path", "") or type(model).__name__)
     loaded = LoadedModel(model, tokenizer, name, "loaded")
-    length = resolve_length(loaded.context, max_len)
+    length = _model_length(loaded, max_len)
     windows = text_windows(tokenizer, texts, length, max_windows)
     training = model.training
     model.eval()

