@@ -41,11 +41,15 @@ class as alpha grows); the endpoint family ``edge`` (Gumbel class) can read powe
 interval is a percentile bootstrap over *windows* (the rows of one window share their keys and are
 correlated); there is no fallback to resampling rows: with fewer than :data:`MIN_WINDOWS` windows
 the interval is not given (NaN).
+The resampling weights are drawn over every window the head's rows come from (also a window none of
+whose rows enters the fit), from a stream fixed by the seed alone: heads read on the same windows with
+the same seed resample the same windows in replicate b, so a statistic of several heads (the median
+gamma of a layer, :mod:`.schedule`) is bootstrapped by taking it per replicate (:attr:`GammaFit.boot`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -152,6 +156,7 @@ class GammaFit:
     log_log_n: np.ndarray  # (bins,) median log log n per level
     median: np.ndarray  # (bins,) median statistic per level
     rows_per_level: np.ndarray  # (bins,)
+    boot: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (B,) slope per replicate, NaN kept; (0,) without
 
 
 def _weighted_medians(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -172,6 +177,7 @@ def fit_gamma(levels, n, values, windows, *, min_n: int = 0, n_boot: int = N_BOO
     fit is NaN.  The abscissae stay fixed under the bootstrap: n is the design of the experiment.
     """
     levels, n, values, windows = (np.asarray(a) for a in (levels, n, values, windows))
+    every_window = np.unique(windows)  # the bootstrap's units, whether or not their rows are kept
     keep = np.isfinite(values) & (values > 0) & (n >= max(min_n, 3))
     levels, n, log_values, windows = levels[keep], n[keep].astype(np.float64), np.log(values[keep]), windows[keep]
     bins, counts = np.unique(levels, return_counts=True)
@@ -184,14 +190,17 @@ def fit_gamma(levels, n, values, windows, *, min_n: int = 0, n_boot: int = N_BOO
     y = np.array([np.median(log_values[i]) for i in members])  # (bins,)
     gamma = float(slope(x, y))
     low = high = np.nan
-    weights = window_weights(windows, n_boot, np.random.default_rng([seed, 12697]), min_windows)
+    slopes = np.zeros(0)
+    weights = None
+    if len(np.unique(windows)) >= min_windows:
+        weights = window_weights(every_window, n_boot, np.random.default_rng([seed, 12697]), 1)
     if weights is not None:
-        w, unit = weights
+        w = weights[0]  # (B, W) counts over every_window
+        unit = np.searchsorted(every_window, windows)  # (rows,) kept rows' window index
         boot = np.stack([_weighted_medians(log_values[i], w[:, unit[i]]) for i in members], axis=1)  # (B, bins)
-        slopes = slope(x, boot)
-        slopes = slopes[np.isfinite(slopes)]
-        low, high = np.percentile(slopes, [2.5, 97.5])
-    return GammaFit(gamma, float(low), float(high), bins, x, np.exp(y), counts)
+        slopes = np.asarray(slope(x, boot), dtype=np.float64)  # (B,)
+        low, high = np.percentile(slopes[np.isfinite(slopes)], [2.5, 97.5])
+    return GammaFit(gamma, float(low), float(high), bins, x, np.exp(y), counts, slopes)
 
 
 def law_shares(labels: np.ndarray, windows: np.ndarray, *, n_boot: int = N_BOOT, seed: int = 0,

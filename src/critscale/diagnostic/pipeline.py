@@ -48,6 +48,7 @@ class Diagnosis:
     rows: pd.DataFrame | None = None  # one line per row (heads and nulls), when asked for
     meta: dict = field(default_factory=dict)
     replicates: pd.DataFrame | None = None  # the null distribution: one line per subset of null windows (:mod:`.inference`)
+    gamma_replicates: pd.DataFrame | None = None  # per head (index: unit), gamma's window-bootstrap slopes (columns: replicate)
 
 
 def _concatenate(chunks: list[dict]) -> dict:
@@ -211,11 +212,15 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     intervals = int(source.n_windows) >= laws.MIN_WINDOWS
     replicates = (read_replicates(design, source.n_windows, null_replicates, source.head_dim, spread, seed=seed,
                                   backend=backend) if null_replicates and intervals else None)
-    records, bins, curves, profiles, row_frames = [], [], [], [], []
+    records, bins, curves, profiles, row_frames, boots = [], [], [], [], [], {}
     for unit, layer, head, unit_data in units:
-        # a head's bootstrap is drawn from its own fixed stream: the seed draws the nulls, not the head's interval
-        rec, b, c, p = summary.summarise_unit(unit, layer, head, unit_data, seed=seed if layer < 0 else HEAD_SEED)
+        # every head's bootstrap is drawn from one fixed stream (the seed draws the nulls, not the heads' intervals):
+        # replicate b resamples the same windows for every head, so statistics over heads are bootstrapped per replicate
+        rec, b, c, p, boot = summary.summarise_unit(unit, layer, head, unit_data,
+                                                    seed=seed if layer < 0 else HEAD_SEED)
         records.append(rec)
+        if layer >= 0:
+            boots[unit] = boot
         bins += b
         curves += c
         profiles += p
@@ -251,7 +256,17 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "rule_reference": rule_reference, "heads_seconds": round(heads_seconds, 2),
             "seconds": round(time.perf_counter() - start, 2), "seed": seed}
     return Diagnosis(heads, null_table, pd.DataFrame(bins), pd.DataFrame(curves), pd.DataFrame(profiles),
-                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info, replicates)
+                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info, replicates,
+                     gamma_replicate_frame(boots))
+
+
+def gamma_replicate_frame(boots: dict[str, np.ndarray]) -> pd.DataFrame | None:
+    """Heads' gamma bootstrap replicates as one frame (index: unit), or None when no head has an interval."""
+    width = max((len(b) for b in boots.values()), default=0)
+    if width == 0:
+        return None
+    rows = {unit: b if len(b) == width else np.full(width, np.nan) for unit, b in boots.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("unit")
 
 
 def token_windows(tokens, length: int, max_windows: int) -> np.ndarray:

@@ -74,8 +74,9 @@ def row_laws(data: dict) -> np.ndarray:
 
 
 def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 0,
-                   min_windows: int = laws.MIN_WINDOWS) -> tuple[dict, list, list, list]:
-    """One unit's summary record, its per-level records, its curves, its median profile records."""
+                   min_windows: int = laws.MIN_WINDOWS) -> tuple[dict, list, list, list, np.ndarray]:
+    """One unit's summary record, its per-level records, its curves, its median profile records, and the
+    window-bootstrap replicates ``(B,)`` of its ``gamma`` (:attr:`.laws.GammaFit.boot`; NaN for a degenerate head)."""
     n, level, windows = data["n"], data["level"], data["window"]
     p_max, entropy = data["max_weight"][:, MODEL_BETA], data["entropy"][:, MODEL_BETA]
     kappa16 = np.where(n >= KAPPA16_MIN_N, data["kappa16"], np.nan)
@@ -109,8 +110,10 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
         "spread": _median(data["spread"]),
         "degenerate": False, "degenerate_fraction": float(np.mean(degenerate_rows)),
     }
+    gamma_boot = fits["gamma"].boot
     if record["degenerate_fraction"] >= DEGENERATE_THRESHOLD:
         _mark_degenerate(record)
+        gamma_boot = np.full_like(gamma_boot, np.nan)
     record["domain"] = laws.LAW_DOMAIN.get(record["law"], "undefined")
     bins, curves = [], []
     for lv in np.unique(level):
@@ -129,7 +132,7 @@ def summarise_unit(unit: str, layer: int, head: int, data: dict, *, seed: int = 
                     "entropy": float(hv), "p_max": float(pv), "log_n": float(np.log(rec["n_centre"]))}
                    for beta, hv, pv in zip(BETA_GRID, h, p)]
     profiles = [{"unit": unit, "layer": layer, "head": head, "k": k + 1, "r": float(r)} for k, r in enumerate(profile)]
-    return record, bins, curves, profiles
+    return record, bins, curves, profiles, gamma_boot
 
 
 def subset_records(data: dict, windows: int, subsets: int, rng: np.random.Generator) -> pd.DataFrame:
