@@ -177,3 +177,53 @@ def test_spearman():
     assert ce.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert ce.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert math.isnan(ce.spearman([1, 2], [1, 2]))
+
+
+def test_the_diagnostic_schedule_multiplies_exactly_the_layers_and_lengths_it_names(model):
+    """A Schedule whose last layer grows as (log n / log L)^2 and whose other layers have gamma 0: the captured rows
+    under schedule.factor differ from the untempered ones by that factor on the last layer beyond L only."""
+    from critscale.diagnostic.schedule import Schedule
+
+    last = model.config.num_hidden_layers - 1
+    schedule = Schedule(L, [{"layer": layer, "gamma": 2.0 if layer == last else 0.0} for layer in range(last + 1)], {})
+    windows = _windows(4 * L)
+    rows = np.array([5, L - 1, L, 2 * L, 4 * L - 1])
+    ones = ce.law_factor("none", L, 4)
+    with torch.no_grad(), ce.tempered_recording(model, ones) as plain:
+        model(input_ids=torch.as_tensor(windows))
+    with torch.no_grad(), ce.tempered_recording(model, schedule.factor) as scaled:
+        model(input_ids=torch.as_tensor(windows))
+    grow = np.where(rows + 1 > L, (np.log(rows + 1) / np.log(L)) ** 2, 1.0)
+    for a, b in zip(plain, scaled):
+        with np.errstate(invalid="ignore"):
+            ratio = ce.arm_logits(b, schedule.factor, rows) / ce.arm_logits(a, ones, rows)
+        expected = np.broadcast_to((grow if a["layer"] == last else np.ones_like(grow))[None, None, :, None],
+                                   ratio.shape)
+        visible = np.isfinite(ratio)
+        assert np.allclose(ratio[visible], expected[visible], rtol=1e-6)
+    assert grow[-1] > 2  # the named rows do change
+
+
+@pytest.mark.slow
+def test_schedule_is_computed_from_lengths_up_to_L_only(monkeypatch):
+    """schedule_from_heads runs the diagnostic under the length guard: every forward it makes has at most L
+    tokens, and a diagnostic that fed the model a longer input would raise instead of reading it."""
+    import critscale.diagnostic.pipeline as pipeline
+
+    torch.manual_seed(0)
+    length = 128  # the diagnostic's shortest window
+    small = build_model(TrainConfig(n_layer=2, n_head=2, n_embd=32, n_positions=length, steps=0,
+                                    architecture="llama")).eval()
+    windows = _windows(length, count=8)
+    diag, schedule, seen = ce.schedule_from_heads(small, windows, seed=0, nulls=("gauss_qk",), null_replicates=20)
+    assert seen["forwards"] > 0 and seen["longest"] == length
+    assert schedule.read_length == length and [e["layer"] for e in schedule.layers] == [0, 1]
+    real = pipeline.diagnose_windows
+
+    def peeking(loaded, w, **options):  # a diagnostic that also reads twice the length
+        loaded.model(input_ids=torch.as_tensor(np.concatenate([w[:1], w[:1]], axis=1)))
+        return real(loaded, w, **options)
+
+    monkeypatch.setattr(pipeline, "diagnose_windows", peeking)
+    with pytest.raises(ce.LengthGuardError, match=f"given {2 * length} tokens"):
+        ce.schedule_from_heads(small, windows, seed=0, nulls=("gauss_qk",), null_replicates=20)
