@@ -14,7 +14,8 @@ Outputs are written into a staging folder inside the run directory (:func:`stagi
 into place by :func:`commit`, ``run.json`` last: a directory without ``run.json`` holds no whole run.
 The staging folder of a run that died is removed by the next run given ``--force``.
 ``run.json`` records the command, the inputs with their SHA-256 hashes, the commit, the date, the
-versions and every output with its SHA-256 hash; JSON, text and PNG outputs also carry it inside.
+versions, the schedule's and the report's file names and every output with its SHA-256 hash; JSON, text,
+HTML and PNG outputs also carry it inside.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from critscale import provenance
 
 RUN_FILE = "run.json"
 TABLES = ("heads.csv", "nulls.csv", "bins.csv", "entropy_curves.csv", "profiles.csv", "rows.csv.gz")
-TEXTS = ("summary.json", "summary.txt")
+SCHEDULE_FILE = "schedule.json"
+REPORT_FILE = "report.html"
+TEXTS = ("summary.json", "summary.txt", SCHEDULE_FILE, REPORT_FILE)
 FIGURE_NAMES = ("kappa_vs_n", "head_maps", "profiles", "entropy_curves", "operating_points", "law_shares")
 OUTPUT_NAMES = TABLES + TEXTS + tuple(f"{name}.png" for name in FIGURE_NAMES) + (RUN_FILE,)
 STAGING_PREFIX = ".critscale-staging-"
