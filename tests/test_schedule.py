@@ -273,3 +273,21 @@ def test_the_snippet_leaves_the_model_alone_up_to_the_length_read(llama_schedule
         reference = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
     assert generated.shape == (1, 134)
     assert torch.equal(generated[:, :129], reference[:, :129])  # tokens read from contexts of at most T
+
+
+SNIPPET = ('from critscale.diagnostic.schedule import Schedule\n'
+           'from critscale.models.temperature import tempered\n\n'
+           's = Schedule.from_json("run/schedule.json")\n'
+           'with tempered(model, s.factor):\n'
+           '    model.generate(...)')
+
+
+def test_the_documented_snippet_is_the_one_tested():
+    """The README and the module docstring show the snippet whose code path the test above runs."""
+    from pathlib import Path
+
+    import critscale.diagnostic.schedule as module
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert SNIPPET in readme
+    assert "\n".join("    " + line if line else "" for line in SNIPPET.splitlines()) in module.__doc__
