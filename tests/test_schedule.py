@@ -161,6 +161,18 @@ def test_json_round_trip_is_exact(synthetic, tmp_path):
         Schedule.from_json(tmp_path / "bad.json")
 
 
+def test_a_diagnosis_without_replicates_has_no_intervals(synthetic):
+    """A diagnosis read back from tables (no bootstrap replicates kept): point values, NaN intervals, said so."""
+    diag, with_replicates = synthetic
+    schedule = layer_schedule(pipeline.Diagnosis(diag.heads, *[pd.DataFrame()] * 4, meta=diag.meta))
+    assert schedule.source["intervals"] is False and with_replicates.source["intervals"] is True
+    for entry, paired in zip(schedule.layers, with_replicates.layers):
+        assert entry["gamma"] == paired["gamma"] and math.isnan(entry["gamma_low"]) and math.isnan(entry["gamma_high"])
+        assert math.isnan(entry["growth"][2][1]) and entry["growth"][2][0] == paired["growth"][2][0]
+    with pytest.raises(ScheduleError, match="needs a Diagnosis"):
+        layer_schedule(diag.heads)
+
+
 def test_the_pipeline_pairs_replicates_across_heads():
     """Head 1 is head 0 with its queries doubled: its kappa_16 is half of head 0's on every row, so every replicate's
     slope is the same when (and only when) replicate b resamples the same windows for both heads."""
