@@ -77,6 +77,9 @@ def test_diagnose_end_to_end(tiny_model, tmp_path, capsys):
     assert [e["layer"] for e in schedule.layers] == [0, 1] and schedule.read_length == 128
     assert schedule.run["command"] == run["command"] and run["schedule"] == "schedule.json"
     assert run["report"] == "report.html" and "schedule.json" in {o["file"] for o in run["outputs"]}
+    import os
+
+    assert run["cache"].endswith(f"(CRITSCALE_CACHE={os.environ['CRITSCALE_CACHE']})")  # the cache of the run
     assert printed.splitlines()[3].startswith("verdict (T = 128")  # after the command and commit lines
     assert (out / "summary.txt").read_text().splitlines()[3].startswith("verdict (T = 128")
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 from pathlib import Path
-
-from critscale import cache
 
 from .schedule import MULTIPLES, STATISTIC, Schedule
 from .verdict import RULE_HTML, growth_sentence, layer_cells, model_cells, number, rule_sentence
@@ -135,9 +132,9 @@ def nulls_section(diag) -> str:
 
 def provenance_section(record: dict | None, outputs: list[str]) -> str:
     """The run record: command, inputs with their SHA-256, commit, date, device, versions, cache directory."""
-    root = cache.cache_root()
-    chosen = os.environ.get(cache.ENV_VAR)
-    cache_line = f"{root} ({cache.ENV_VAR}={chosen})" if chosen else f"{root} ({cache.ENV_VAR} not set)"
+    from .rundir import cache_description
+
+    cache_line = (record or {}).get("cache") or cache_description()
     rows = []
     if record is not None:
         rows += [["command", record.get("command", "")], ["commit", record.get("commit", "")],

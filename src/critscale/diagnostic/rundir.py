@@ -277,13 +277,22 @@ def describe_input(role: str, path, **extra) -> dict:
     return entry
 
 
+def cache_description() -> str:
+    """The cache directory of this run and where it comes from (``CRITSCALE_CACHE`` or the default)."""
+    from critscale import cache
+
+    chosen = os.environ.get(cache.ENV_VAR)
+    origin = f"{cache.ENV_VAR}={chosen}" if chosen else f"{cache.ENV_VAR} not set: the user's cache directory"
+    return f"{cache.cache_root()} ({origin})"
+
+
 def run_record(argv, inputs: list[dict]) -> dict:
-    """Command, inputs, commit, date, device and versions of this run."""
+    """Command, inputs, commit, date, device, versions and cache directory of this run."""
     return {"command": " ".join(["python -m critscale"] + [str(a) for a in argv]),
             "inputs": inputs, "commit": provenance.git_commit(),
             "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "device": provenance.device_description(), "python": sys.version.split()[0],
-            "packages": provenance.package_versions()}
+            "packages": provenance.package_versions(), "cache": cache_description()}
 
 
 def write_run_record(out: Path, record: dict, written: list[Path]) -> Path:
