@@ -10,7 +10,6 @@ Before this page the run directory held no report at all.
 """
 
 import html
-import math
 import os
 import re
 import shutil
