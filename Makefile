@@ -14,7 +14,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= cpu
 # Notebooks run in parallel, one per core (they are independent); JOBS=1 runs them one after the
-# other.  The notebook that trains and reads transformers with torch runs alone afterwards: torch's
+# other.  The notebooks that train and read transformers with torch run alone afterwards: torch's
 # threads slow down several-fold when another process shares the cores (measured: 150 s alone,
 # 539 s beside the other chapters on 2 cores), and the reproducibility page waits for all.
 JOBS    ?= $(shell nproc 2>/dev/null || echo 1)
@@ -37,7 +37,7 @@ NB_NAMES  := $(sort $(basename $(notdir $(wildcard notebooks/*.md))))
 CHAPTERS  := $(filter-out 99_reproducibility,$(NB_NAMES))
 EXEC_DIR  := build/executed/$(PROFILE)
 NB_OUT    := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(NB_NAMES))
-TORCH_NB  := 13_gpt2_attention
+TORCH_NB  := 13_gpt2_attention 14_context_extension
 PARALLEL_OUT := $(patsubst %,$(EXEC_DIR)/%.ipynb,$(filter-out $(TORCH_NB) 99_reproducibility,$(NB_NAMES)))
 # Every library file an executed notebook depends on; the driver's rendering modules are
 # not among them (they run on every `make html`).

@@ -71,6 +71,17 @@ def test_diagnose_end_to_end(tiny_model, tmp_path, capsys):
         assert run["commit"] in Image.open(out / f"{figure}.png").info["Description"]
     printed = capsys.readouterr().out
     assert "operating point" in printed and "null heads" in printed and str(tiny_model) in printed
+    from critscale.diagnostic.schedule import Schedule
+
+    schedule = Schedule.from_json(out / "schedule.json")  # the verdict and the schedule beside the other outputs
+    assert [e["layer"] for e in schedule.layers] == [0, 1] and schedule.read_length == 128
+    assert schedule.run["command"] == run["command"] and run["schedule"] == "schedule.json"
+    assert run["report"] == "report.html" and "schedule.json" in {o["file"] for o in run["outputs"]}
+    import os
+
+    assert run["cache"].endswith(f"(CRITSCALE_CACHE={os.environ['CRITSCALE_CACHE']})")  # the cache of the run
+    assert printed.splitlines()[3].startswith("verdict (T = 128")  # after the command and commit lines
+    assert (out / "summary.txt").read_text().splitlines()[3].startswith("verdict (T = 128")
 
 
 def test_out_is_fresh_or_forced(tiny_model, tmp_path, capsys):

@@ -89,3 +89,33 @@ def test_step_zero_model_is_the_seeded_initialisation(tmp_path):
     assert (directory / "config.json").is_file() and not cached["cached"]
     with pytest.raises(ValueError, match="integer >= 0"):
         TrainConfig(steps=-1)
+
+
+def test_gpt2_cache_keys_are_those_of_before_the_llama_architecture():
+    """Keys computed by the trainer before it knew ``architecture`` (commit e4a6779), for a fixed corpus hash:
+    a key that hashed the new field for GPT-2 runs would move every cached model and chapter 13's numbers."""
+    from critscale.gpt2.corpus import Corpus
+
+    corpus = Corpus("topics", b"a", b"b", 2, "0" * 64)
+    assert cache_key(TrainConfig(), corpus) == "f69b9c84e6c4cba5"
+    assert cache_key(TrainConfig(n_layer=2, steps=20, extra={"x": 1}), corpus) == "7fefa5fccc0e7d94"
+    assert cache_key(TrainConfig(architecture="llama"), corpus) != "f69b9c84e6c4cba5"
+
+
+def test_llama_architecture_trains_a_rotary_model_and_caches_it(tmp_path):
+    """``architecture="llama"`` trains a LlamaForCausalLM with rotary positions at n_positions (no position table),
+    seeded and cached under its own key; an unknown architecture is refused by name."""
+    from transformers import AutoModelForCausalLM
+
+    corpus = build_corpus("topics")
+    config = TrainConfig(**{**TINY, "steps": 6, "architecture": "llama"})
+    directory, log = train_or_load(config, corpus, cache_root=tmp_path, progress=False)
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert model.config.max_position_embeddings == TINY["n_positions"]
+    assert model.config.rope_parameters["rope_type"] == "default"
+    assert log["loss_curve"][-1]["loss"] < log["loss_curve"][0]["loss"] - 0.5
+    _, again = train_model(config, corpus, progress=False)
+    assert [p["loss"] for p in again["loss_curve"]] == [p["loss"] for p in log["loss_curve"]]
+    with pytest.raises(ValueError, match="architecture must be one of gpt2, llama"):
+        TrainConfig(architecture="bert")

@@ -161,6 +161,18 @@ def test_json_round_trip_is_exact(synthetic, tmp_path):
         Schedule.from_json(tmp_path / "bad.json")
 
 
+def test_a_diagnosis_without_replicates_has_no_intervals(synthetic):
+    """A diagnosis read back from tables (no bootstrap replicates kept): point values, NaN intervals, said so."""
+    diag, with_replicates = synthetic
+    schedule = layer_schedule(pipeline.Diagnosis(diag.heads, *[pd.DataFrame()] * 4, meta=diag.meta))
+    assert schedule.source["intervals"] is False and with_replicates.source["intervals"] is True
+    for entry, paired in zip(schedule.layers, with_replicates.layers):
+        assert entry["gamma"] == paired["gamma"] and math.isnan(entry["gamma_low"]) and math.isnan(entry["gamma_high"])
+        assert math.isnan(entry["growth"][2][1]) and entry["growth"][2][0] == paired["growth"][2][0]
+    with pytest.raises(ScheduleError, match="needs a Diagnosis"):
+        layer_schedule(diag.heads)
+
+
 def test_the_pipeline_pairs_replicates_across_heads():
     """Head 1 is head 0 with its queries doubled: its kappa_16 is half of head 0's on every row, so every replicate's
     slope is the same when (and only when) replicate b resamples the same windows for both heads."""
@@ -223,3 +235,71 @@ def test_rule_verdict(counts, rule):
     assert set(verdict["rule_shares"]) == set(RULE_CHOICES)
     with pytest.raises(ScheduleError, match="unknown head rule"):
         rule_verdict(["sqrt(2 log n)"])
+
+
+@pytest.fixture(scope="module")
+def llama_schedule(tmp_path_factory):
+    """A tiny random llama diagnosed by critscale.diagnose (8 windows of 128 tokens), its schedule written and read
+    back as the README's snippet does."""
+    from transformers import AutoModelForCausalLM
+
+    from critscale.diagnostic.pipeline import diagnose
+    from critscale.models.load import ByteTokenizer
+    from test_capture_architectures import save_tiny
+
+    path = save_tiny(tmp_path_factory.mktemp("llama"), "llama", max_position_embeddings=256)
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa").eval()
+    text = " ".join(f"word{i % 97} and {i * 7 % 31}" for i in range(400))
+    diag = diagnose(model, ByteTokenizer(), text, max_len=128, max_windows=8, nulls=("gauss_qk", "ptail1", "ptail2"),
+                    null_windows=8, null_replicates=0, backend="reference")
+    file = layer_schedule(diag).to_json(tmp_path_factory.mktemp("run") / "schedule.json")
+    return model, Schedule.from_json(file)
+
+
+@pytest.mark.slow
+def test_the_snippet_leaves_the_model_alone_up_to_the_length_read(llama_schedule):
+    """``with tempered(model, s.factor)``: logits of positions up to T = 128 equal the plain model's bit for bit, and
+    each layer's factor alone changes those beyond T (a factor applied nowhere, or at every length, fails)."""
+    from critscale.models.temperature import tempered
+
+    model, s = llama_schedule
+    assert s.read_length == 128 and [e["layer"] for e in s.layers] == [0, 1]
+    assert all(abs(e["gamma"]) > 0.05 for e in s.layers), [e["gamma"] for e in s.layers]
+    ids = torch.randint(1, 256, (1, 160), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        plain = model(ids).logits
+        with tempered(model, s.factor):
+            scheduled = model(ids).logits
+        assert torch.equal(scheduled[:, :128], plain[:, :128])
+        assert (scheduled[:, 128:] - plain[:, 128:]).abs().amax(-1).min() > 1e-4  # every row beyond T moves
+        for layer in (0, 1):
+            only = lambda l, n, layer=layer: s.factor(l, n) if l == layer else torch.ones(n.shape)
+            with tempered(model, only):
+                one_layer = model(ids).logits
+            assert torch.equal(one_layer[:, :128], plain[:, :128])
+            assert (one_layer[:, 128:] - plain[:, 128:]).abs().max() > 1e-4
+            assert (one_layer[:, 128:] - scheduled[:, 128:]).abs().max() > 1e-4  # the other layer's share
+        prompt = ids[:, :126]
+        with tempered(model, s.factor):
+            generated = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
+        reference = model.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    assert generated.shape == (1, 134)
+    assert torch.equal(generated[:, :129], reference[:, :129])  # tokens read from contexts of at most T
+
+
+SNIPPET = ('from critscale.diagnostic.schedule import Schedule\n'
+           'from critscale.models.temperature import tempered\n\n'
+           's = Schedule.from_json("run/schedule.json")\n'
+           'with tempered(model, s.factor):\n'
+           '    model.generate(...)')
+
+
+def test_the_documented_snippet_is_the_one_tested():
+    """The README and the module docstring show the snippet whose code path the test above runs."""
+    from pathlib import Path
+
+    import critscale.diagnostic.schedule as module
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert SNIPPET in readme
+    assert "\n".join("    " + line if line else "" for line in SNIPPET.splitlines()) in module.__doc__

@@ -8,8 +8,10 @@ A pipeline of stages, one module each:
 3. row statistics: :mod:`.rows` (the critscale row API in float64, or the fused q·k kernel on CUDA);
 4. per-head summary beside its null: :mod:`.laws` (law, gamma, shares), :mod:`.nulls` (null heads
    known by construction), :mod:`.summary` (one head's summary, the audit against the nulls);
-5. report: :mod:`.report` (tables and text), :mod:`.figures`, and :mod:`.rundir` (the run directory
-   and the provenance of every output).
+5. the verdict: :mod:`.inference` (each head against null replicates, its rule), :mod:`.schedule` (the rule
+   and the growth of beta per layer and per model, and the schedule that applies it), :mod:`.verdict` (in words);
+6. report: :mod:`.report` (tables and text), :mod:`.figures`, :mod:`.htmlreport` (one self-contained page),
+   and :mod:`.rundir` (the run directory and the provenance of every output).
 
 :mod:`.pipeline` runs stages 2-4 (:func:`diagnose`: an already-loaded transformers model and texts;
 :func:`diagnose_model`, :func:`diagnose_qk`).  Nothing here imports

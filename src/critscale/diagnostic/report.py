@@ -3,8 +3,10 @@
 Tables (CSV): ``heads.csv`` (one line per head), ``nulls.csv`` (one line per null head, the same
 columns plus its construction and known law), ``bins.csv`` (per unit and context length),
 ``entropy_curves.csv``, ``profiles.csv`` and, when asked, ``rows.csv.gz`` (every row read).
-``summary.json`` holds the design, the rule references, the counts and the run record;
-``summary.txt`` the plain-text summary that the command prints.  Figures: :mod:`.figures`.
+``summary.json`` holds the design, the rule references, the counts, the model's verdict and the run record;
+``summary.txt`` the plain-text summary that the command prints, which leads with the verdict (:mod:`.verdict`).
+``schedule.json`` is the verdict per layer and the schedule to apply (:mod:`.schedule`), with the run record;
+``report.html`` one self-contained page of it all (:mod:`.htmlreport`).  Figures: :mod:`.figures`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import numpy as np
 
 from . import laws
 from .pipeline import Diagnosis
-from .rundir import commit, staging
+from .rundir import REPORT_FILE, SCHEDULE_FILE, commit, staging
+from .schedule import Schedule, layer_schedule
 from .summary import CROSSOVER, REFERENCE_NULL
+from .verdict import verdict_lines
 
 REGIMES = ("subcritical", "crossover", "supercritical")
 
@@ -56,13 +60,15 @@ def degenerate_warning(diag: Diagnosis) -> list[str]:
             f"they have no law, sink, kappa, gamma or rule (null spread: {diag.meta['null_spread_from']})"]
 
 
-def summary_text(diag: Diagnosis, record: dict | None = None) -> str:
-    """Plain-text summary: the operating point first, then laws, gamma and rules beside the nulls."""
+def summary_text(diag: Diagnosis, record: dict | None = None, schedule: Schedule | None = None) -> str:
+    """Plain-text summary: the verdict first (``schedule``, by default :func:`.schedule.layer_schedule` of ``diag``),
+    then the operating point, laws, gamma and rules beside the nulls."""
     h, nulls, meta = diag.heads, diag.nulls.set_index("unit"), diag.meta
     ref = nulls.loc[REFERENCE_NULL] if REFERENCE_NULL in nulls.index else None
     lines = []
     if record is not None:
         lines += [f"command: {record['command']}", f"commit {record['commit']}, {record['date_utc']}", ""]
+    lines += verdict_lines(schedule if schedule is not None else layer_schedule(diag)) + [""]
     intervals = ("95% bootstrap intervals over windows" if meta["intervals"] else
                  f"no intervals: they need at least {meta['min_windows_for_intervals']} windows")
     lines += [f"input: {meta['input']}",
@@ -126,13 +132,18 @@ def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = Tru
     out = Path(out_dir)
     if rows and diag.rows is None:
         raise ValueError("rows were not kept: diagnose with keep_rows=True to write rows.csv.gz")
+    record = {**record, "schedule": SCHEDULE_FILE, "report": REPORT_FILE}
     with staging(out) as stage:
         written = _write_files(diag, stage, record=record, figures=figures, rows=rows)
         return commit(stage, out, written, record)
 
 
 def _write_files(diag: Diagnosis, out: Path, *, record: dict, figures: bool, rows: bool) -> list[Path]:
-    """Tables, summaries and figures in ``out``; returns their paths."""
+    """Tables, summaries, the schedule, figures and the HTML report in ``out``; returns their paths."""
+    from .htmlreport import report_html
+
+    schedule = layer_schedule(diag)
+    schedule.run = record
     written = []
     tables = [("heads", diag.heads), ("nulls", diag.nulls), ("bins", diag.bins), ("entropy_curves", diag.curves),
               ("profiles", diag.profiles)] + ([("rows", diag.rows)] if rows else [])
@@ -144,12 +155,17 @@ def _write_files(diag: Diagnosis, out: Path, *, record: dict, figures: bool, row
 
     summary = {**diag.meta, "law_counts": law_counts(diag), "regime_counts": regime_counts(diag),
                "sink_heads": int(diag.heads["sink"].sum()),
-               "degenerate_head_count": len(diag.meta.get("degenerate_heads", [])), "run": record}
+               "degenerate_head_count": len(diag.meta.get("degenerate_heads", [])),
+               "verdict": schedule.to_dict()["model"], "schedule": SCHEDULE_FILE, "run": record}
     (out / "summary.json").write_text(json.dumps(_json_safe(plain(summary)), indent=1) + "\n")
-    (out / "summary.txt").write_text(summary_text(diag, record) + "\n")
-    written += [out / "summary.json", out / "summary.txt"]
+    (out / "summary.txt").write_text(summary_text(diag, record, schedule) + "\n")
+    written += [out / "summary.json", out / "summary.txt", schedule.to_json(out / SCHEDULE_FILE)]
+    pngs = []
     if figures:
         from .figures import save_all
 
-        written += save_all(diag, out, record=record)
-    return written
+        pngs = save_all(diag, out, record=record)
+        written += pngs
+    page = report_html(diag, schedule, record, {p.stem: p for p in pngs}, [p.name for p in written])
+    (out / REPORT_FILE).write_text(page, encoding="utf-8")
+    return written + [out / REPORT_FILE]

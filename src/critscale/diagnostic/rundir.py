@@ -14,7 +14,8 @@ Outputs are written into a staging folder inside the run directory (:func:`stagi
 into place by :func:`commit`, ``run.json`` last: a directory without ``run.json`` holds no whole run.
 The staging folder of a run that died is removed by the next run given ``--force``.
 ``run.json`` records the command, the inputs with their SHA-256 hashes, the commit, the date, the
-versions and every output with its SHA-256 hash; JSON, text and PNG outputs also carry it inside.
+versions, the schedule's and the report's file names and every output with its SHA-256 hash; JSON, text,
+HTML and PNG outputs also carry it inside.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from critscale import provenance
 
 RUN_FILE = "run.json"
 TABLES = ("heads.csv", "nulls.csv", "bins.csv", "entropy_curves.csv", "profiles.csv", "rows.csv.gz")
-TEXTS = ("summary.json", "summary.txt")
+SCHEDULE_FILE = "schedule.json"
+REPORT_FILE = "report.html"
+TEXTS = ("summary.json", "summary.txt", SCHEDULE_FILE, REPORT_FILE)
 FIGURE_NAMES = ("kappa_vs_n", "head_maps", "profiles", "entropy_curves", "operating_points", "law_shares")
 OUTPUT_NAMES = TABLES + TEXTS + tuple(f"{name}.png" for name in FIGURE_NAMES) + (RUN_FILE,)
 STAGING_PREFIX = ".critscale-staging-"
@@ -274,13 +277,22 @@ def describe_input(role: str, path, **extra) -> dict:
     return entry
 
 
+def cache_description() -> str:
+    """The cache directory of this run and where it comes from (``CRITSCALE_CACHE`` or the default)."""
+    from critscale import cache
+
+    chosen = os.environ.get(cache.ENV_VAR)
+    origin = f"{cache.ENV_VAR}={chosen}" if chosen else f"{cache.ENV_VAR} not set: the user's cache directory"
+    return f"{cache.cache_root()} ({origin})"
+
+
 def run_record(argv, inputs: list[dict]) -> dict:
-    """Command, inputs, commit, date, device and versions of this run."""
+    """Command, inputs, commit, date, device, versions and cache directory of this run."""
     return {"command": " ".join(["python -m critscale"] + [str(a) for a in argv]),
             "inputs": inputs, "commit": provenance.git_commit(),
             "date_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "device": provenance.device_description(), "python": sys.version.split()[0],
-            "packages": provenance.package_versions()}
+            "packages": provenance.package_versions(), "cache": cache_description()}
 
 
 def write_run_record(out: Path, record: dict, written: list[Path]) -> Path:

@@ -51,13 +51,16 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from scipy.stats import beta as beta_distribution
 
 from .inference import UNDECIDED
 from .nulls import RULE_LABEL, RULES
+
+if TYPE_CHECKING:
+    import torch
 
 FORMAT = "critscale-schedule/1"
 STATISTIC = "kappa16"  # the statistic whose slope on log log n is the diagnostic's gamma
@@ -243,6 +246,8 @@ class Schedule:
         ``(log n / log T)^gamma`` for n > T and exactly 1.0 for n <= T; float32 on the device of ``lengths``.
         A layer without a gamma has no factor beyond T (:class:`ScheduleError` when asked for one).
         """
+        import torch
+
         lengths = torch.as_tensor(lengths)
         if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:
             raise ScheduleError(f"lengths must be an integer tensor, got {lengths.dtype}")

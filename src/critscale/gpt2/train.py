@@ -1,4 +1,10 @@
-"""Train a GPT-2-architecture model (``transformers.GPT2LMHeadModel``) on the Python docs.
+"""Train a GPT-2-architecture model (``transformers.GPT2LMHeadModel``) on the Python docs, or a Llama one.
+
+``architecture="llama"`` trains ``transformers.LlamaForCausalLM`` instead, of the same width, depth and
+heads: rotary positions (base 10 000) instead of learned ones, RMSNorm, a SwiGLU MLP of inner width
+``4 * n_embd``, input and output embeddings tied.  Its context can be extended beyond ``n_positions``
+through the config's ``rope_parameters`` (chapter 14).  The GPT-2 path and its cache keys are unchanged:
+the architecture enters the key only when it is not GPT-2.
 
 Pretrained GPT-2 weights are not downloadable here (theory.md §6 P-13, constraint), so
 the book trains its own: byte-level vocabulary (256), learned positions, the GPT-2
@@ -28,6 +34,8 @@ import numpy as np
 from .corpus import Corpus, byte_tokens
 
 CACHE_ROOT = Path("build") / "gpt2"
+ARCHITECTURES = ("gpt2", "llama")
+ROPE_THETA = 10000.0
 
 
 @dataclass(frozen=True)
@@ -51,8 +59,11 @@ class TrainConfig:
     eval_batches: int = 8
     bf16: bool = True  # autocast on CUDA only
     extra: dict = field(default_factory=dict)  # free-form, enters the cache key
+    architecture: str = "gpt2"  # "gpt2" (learned positions) or "llama" (rotary positions)
 
     def __post_init__(self):
+        if self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture must be one of {', '.join(ARCHITECTURES)}, got {self.architecture!r}")
         if (self.steps is None) == (self.minutes is None):
             raise ValueError("give exactly one of steps= or minutes= to bound training")
         if self.steps is not None and (isinstance(self.steps, bool) or int(self.steps) != self.steps
@@ -66,10 +77,20 @@ class TrainConfig:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def key_dict(self) -> dict:
+        """What enters the cache key: every field, the architecture only when it is not GPT-2.
+
+        A GPT-2 run keeps the key it had before the trainer knew other architectures.
+        """
+        fields = self.as_dict()
+        if fields["architecture"] == "gpt2":
+            del fields["architecture"]
+        return fields
+
 
 def cache_key(config: TrainConfig, corpus: Corpus) -> str:
     """Hash of config + corpus + seed (the seed is part of the config)."""
-    blob = json.dumps({"config": config.as_dict(), "corpus": corpus.sha256}, sort_keys=True)
+    blob = json.dumps({"config": config.key_dict(), "corpus": corpus.sha256}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -80,6 +101,27 @@ def gpt2_config(config: TrainConfig):
                       n_positions=config.n_positions, vocab_size=256, bos_token_id=None,
                       eos_token_id=None, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                       attn_implementation="sdpa")
+
+
+def llama_config(config: TrainConfig):
+    """The ``LlamaConfig`` of a Llama run: rotary positions trained at ``n_positions`` tokens."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=256, hidden_size=config.n_embd, intermediate_size=4 * config.n_embd,
+                       num_hidden_layers=config.n_layer, num_attention_heads=config.n_head,
+                       num_key_value_heads=config.n_head, max_position_embeddings=config.n_positions,
+                       rope_parameters={"rope_type": "default", "rope_theta": ROPE_THETA},
+                       bos_token_id=None, eos_token_id=None, pad_token_id=None, tie_word_embeddings=True,
+                       attention_dropout=0.0, attn_implementation="sdpa")
+
+
+def build_model(config: TrainConfig):
+    """The seeded, untrained model of ``config``'s architecture (seed torch before calling)."""
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM
+
+    if config.architecture == "llama":
+        return LlamaForCausalLM(llama_config(config))
+    return GPT2LMHeadModel(gpt2_config(config))
 
 
 def _lr_at(config: TrainConfig, step: int, progress: float) -> float:
@@ -100,7 +142,6 @@ def _batch(tokens, offsets, length):
 def train_model(config: TrainConfig, corpus: Corpus, *, device: str = "cpu", progress: bool = True):
     """Train from scratch; returns ``(model, log)`` where ``log`` has the loss curve and timings."""
     import torch
-    from transformers import GPT2LMHeadModel
 
     from ..models.load import quiet_transformers
 
@@ -112,7 +153,7 @@ def train_model(config: TrainConfig, corpus: Corpus, *, device: str = "cpu", pro
     T = config.n_positions
     if len(train_tokens) <= T + 1 or len(held_tokens) <= T + 1:
         raise ValueError(f"corpus too short for context {T}: {len(train_tokens)} / {len(held_tokens)} tokens")
-    model = GPT2LMHeadModel(gpt2_config(config)).to(device)
+    model = build_model(config).to(device)
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
