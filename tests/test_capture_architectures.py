@@ -102,7 +102,7 @@ def test_captured_rows_reproduce_eager_attention(tmp_path, model_type):
     assert worst < TOLERANCE, f"{model_type}: max |dP| {worst:.2e}"
     assert rescaled > 1e-2, "the scale matters on this input: at 1.25 x the comparison would fail"
     assert unmasked > 1e-2, "the mask matters on this input: without it the comparison would fail"
-    assert output < 1e-5, "the capture computes the model's own eager forward"
+    assert output < 1e-5, "the capture computes the model's own forward (fused attention, eager where soft-capped)"
     assert peak > 0.5, "rows far from uniform (1/7 or less if uniform): the comparison has teeth"
     assert loaded.model.config._attn_implementation == "eager", "the previous implementation is put back"
 
@@ -316,3 +316,28 @@ def test_an_encoder_saved_with_its_head_is_built_by_its_own_auto_class(tmp_path)
     loaded = load_model(tmp_path / "mlm")
     assert type(loaded.model).__name__ == "BertForMaskedLM"
     assert capture_qk(loaded.model, torch.arange(1, 9)).causal is False
+
+
+def test_a_model_run_with_sdpa_is_captured_with_fused_attention(tmp_path, monkeypatch):
+    """The capture computes the forward the model ran: a model loaded with sdpa (the loader's default) keeps torch's
+    fused attention under the capture (the eager arithmetic materialises every (Tq, Tkv) block twice and cost
+    two thirds of a 2048-token SmolLM2 forward), and its output stays the sdpa model's."""
+    loaded = load_model(save_tiny(tmp_path / "llama", "llama"))
+    assert loaded.model.config._attn_implementation == "sdpa"
+    ids, mask = _batch()
+    fused_calls = []
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        fused_calls.append(1)
+        return original(*args, **kwargs)
+
+    with torch.no_grad():
+        plain = loaded.model(ids, attention_mask=mask).logits
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+        with recording(loaded.model) as calls:
+            captured = loaded.model(ids, attention_mask=mask).logits
+    assert len(fused_calls) == loaded.model.config.num_hidden_layers  # one fused call per layer, none eager
+    assert len(calls) == loaded.model.config.num_hidden_layers
+    real = mask.bool()[:, :, None]  # (B, T, 1)
+    assert float(((plain - captured).abs() * real).max()) < 1e-5

@@ -5,8 +5,10 @@ hands its attention function the query ``(B, Hq, Tq, D)`` and key ``(B, Hkv, Tkv
 position encoding (rotary embedding, QK-norm), its own logit ``scaling``, its mask and, for Gemma 2, its
 logit ``softcap``.  :func:`capture_attention` is such a function under the name :data:`NAME`: it records
 what it is given (:class:`AttentionCall`, keys expanded to the query heads they serve, as ``repeat_kv``
-does) while a :func:`recording` is active, and computes the attention output itself with the eager
-arithmetic (scores, soft-cap, mask, softmax in float32, dropout), so the forward is the model's eager forward.
+does) while a :func:`recording` is active, and computes the attention output itself, so the forward is the
+model's own: with torch's fused ``scaled_dot_product_attention`` under the model's mask and scale when the model
+ran a fused implementation (sdpa, the loader's default) before the capture, with the eager arithmetic (scores,
+soft-cap, mask, softmax in float32, dropout) when it ran eager, soft-caps its logits or is asked for the weights.
 
 The mask function :func:`transformers.masking_utils.eager_mask` is registered under the same name
 (``AttentionMaskInterface``): without it every layer would receive ``attention_mask=None`` and the causal
@@ -43,6 +45,9 @@ UNREADABLE_KWARGS = {"s_aux": "attention sinks (a learned logit in every row)",
 INTERFACE_CALL = "ALL_ATTENTION_FUNCTIONS.get_interface("
 
 _ACTIVE: contextvars.ContextVar[list | None] = contextvars.ContextVar("critscale_capture_calls", default=None)
+# whether the output is computed by torch's fused attention (the model ran sdpa or another fused kind before the
+# capture) or by the eager arithmetic (it ran eager): the forward stays the model's own
+_FUSED: contextvars.ContextVar[bool] = contextvars.ContextVar("critscale_capture_fused", default=False)
 
 
 @dataclass
@@ -98,7 +103,7 @@ def _additive(mask: torch.Tensor | None, dtype: torch.dtype, tkv: int) -> torch.
 
 def capture_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, softcap=None,
                       sliding_window=None, **kwargs):
-    """The attention of ``module`` with the eager arithmetic, recorded while a :func:`recording` is active.
+    """The attention of ``module`` (fused, or eager with a soft-cap), recorded while a :func:`recording` is active.
 
     Returns ``(output (B, Tq, Hq, D), weights (B, Hq, Tq, Tkv))``, the contract of transformers' attention functions.
     """
@@ -111,14 +116,22 @@ def capture_attention(module, query, key, value, attention_mask, scaling=None, d
     if scaling is None:
         scaling = getattr(module, "scaling", None) or query.shape[-1] ** -0.5
     mask = _additive(attention_mask, query.dtype, key.shape[-2])
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    if mask is not None:
-        scores = scores + mask
-    weights = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
-    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    if _FUSED.get() and softcap is None and not kwargs.get("output_attentions"):
+        # the output through torch's fused attention: the recorded q and k are the same, and it costs a
+        # fraction of the eager arithmetic (which materialises (B, H, Tq, Tkv) twice) on long rows
+        output = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=dropout if module.training else 0.0, scale=scaling,
+            is_causal=False)  # (B, Hq, Tq, D); the mask (causal, sliding, padding) is explicit
+        output, weights = output.transpose(1, 2).contiguous(), None
+    else:
+        scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
+        if mask is not None:
+            scores = scores + mask
+        weights = torch.nn.functional.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        weights = torch.nn.functional.dropout(weights, p=dropout, training=module.training)
+        output = torch.matmul(weights, value).transpose(1, 2).contiguous()
     calls = _ACTIVE.get()
     if calls is not None:
         calls.append(AttentionCall(len(calls), type(module).__name__, query.detach(), key.detach(), float(scaling),
@@ -181,12 +194,14 @@ def recording(model):
     before = model.config._attn_implementation
     calls: list[AttentionCall] = []
     token = _ACTIVE.set(calls)
+    fused = _FUSED.set(before not in ("eager", NAME))
     try:
         if before != NAME:
             model.set_attn_implementation(NAME)
         yield calls
     finally:
         _ACTIVE.reset(token)
+        _FUSED.reset(fused)
         if before != NAME and model.config._attn_implementation != before:
             model.set_attn_implementation(before)
 
