@@ -295,11 +295,12 @@ SNIPPET = ('from critscale.diagnostic.schedule import Schedule\n'
 
 
 def test_the_documented_snippet_is_the_one_tested():
-    """The README and the module docstring show the snippet whose code path the test above runs."""
+    """The diagnostic's manual (docs/diagnostic.md, linked from the README) and the module docstring show the
+    snippet whose code path the test above runs."""
     from pathlib import Path
 
     import critscale.diagnostic.schedule as module
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert SNIPPET in readme
+    manual = (Path(__file__).resolve().parents[1] / "docs" / "diagnostic.md").read_text()
+    assert SNIPPET in manual
     assert "\n".join("    " + line if line else "" for line in SNIPPET.splitlines()) in module.__doc__

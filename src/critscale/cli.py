@@ -3,7 +3,7 @@
 ``diagnose`` runs the calibrated attention diagnostic (:mod:`critscale.diagnostic`; theory.md §6
 P-13) on a model and a text (``--model``, ``--text``) or on queries and keys from a file
 (``--qk FILE.npz``), beside null heads whose answer is known by construction.  It writes tables,
-a summary and figures into a fresh run directory ``--out`` (see the README) and prints the summary.
+a summary and figures into a fresh run directory ``--out`` (see docs/diagnostic.md) and prints the summary.
 Exit status: 0 on success, 2 with one line naming the problem for every refused input, 130 when interrupted.
 
 Inputs are checked before any computation where they can be: the options (an option of ``--text``
@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--design", default=None, choices=("suffix", "prefix"),
                    help="with --model: contexts of growing length ending at fixed query tokens (suffix, default) "
                         "or the prefixes of one forward per window (prefix, the design of --qk files)")
-    d.add_argument("--nulls", default=None, help="comma-separated null heads (default: all; see the README)")
+    d.add_argument("--nulls", default=None, help="comma-separated null heads (default: all; see docs/diagnostic.md)")
     d.add_argument("--null-windows", type=int, default=None,
                    help="windows of each null head (default: 4 x the input's windows, at least 32)")
     d.add_argument("--encoding", default=None, help="encoding of --text (default utf-8)")

@@ -98,5 +98,5 @@ def verdict_lines(schedule: Schedule) -> list[str]:
                       f"{cells['share']:<19s} {cells['gamma']:<20s} "
                       + "  ".join(f"{cells[f'growth_{k}']:<22s}" for k in MULTIPLES)).rstrip())
     lines.append("  schedule: schedule.json (apply it with critscale.models.temperature.tempered(model, "
-                 "Schedule.from_json(path).factor); see the README)")
+                 "Schedule.from_json(path).factor); see docs/diagnostic.md)")
     return lines
