@@ -67,7 +67,11 @@ def test_a_model_source_names_max_windows(nothing_read, monkeypatch):
 
     monkeypatch.setattr(budget, "memory_limit", lambda: 2**20)
     monkeypatch.setattr(capture, "rows_are_causal", lambda model, tokens: True)
-    loaded = SimpleNamespace(context=128, n_layers=30, n_heads=9, head_dim=64, checkpoint="fake",
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model("llama", max_position_embeddings=128, num_hidden_layers=30, num_attention_heads=9,
+                                  num_key_value_heads=3, hidden_size=576)
+    loaded = SimpleNamespace(context=128, n_layers=30, n_heads=9, head_dim=64, checkpoint="fake", config=config,
                              describe=lambda: "fake model", model=None, tokenizer=None)
     with pytest.raises(ValueError, match=r"30 layers x 9 heads x 40 windows \(max_windows 40 \(--max-windows\)\)"):
         diagnose_model(loaded, np.arange(128 * 40) % 50, max_windows=40, nulls=("gauss_qk",), null_windows=8)
