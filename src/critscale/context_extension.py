@@ -49,7 +49,7 @@ TREATMENT_LABEL = {"none": "plain RoPE", "linear": "position interpolation", "dy
                    "yarn": "YaRN frequencies"}
 LAW_ARMS = ("none", "sqrt_log", "log", "yarn")
 ARMS = LAW_ARMS + ("oracle", "schedule")
-ARM_LABEL = {"none": "none", "sqrt_log": "√(log n / log L)", "log": "log n / log L (LogN)",
+ARM_LABEL = {"none": "none", "sqrt_log": "clipped √(log n / log L)", "log": "clipped log n / log L (LogN)",
              "yarn": "YaRN (0.1 ln s + 1)²", "oracle": "oracle constant", "schedule": "diagnostic schedule"}
 CRITERION_MULTIPLES = (4, 8)  # the lengths sL at which the schedule must match the best arm
 CONFIDENCE = 0.95

@@ -373,9 +373,11 @@ def takeaway(verdicts: list[tuple[str, dict]]) -> str:
         return f"No factor can be read at this build's size: {'; '.join(unread)}."
     decided = sum(v["layers_decided"] for _, v in verdicts)
     layers = sum(v["layers"] for _, v in verdicts)
-    rule = ("the per-layer factors (`schedule.json`) are the thing to apply, since a published rule is singled out "
-            f"in only {decided} of their {layers} layers" if decided < layers else
+    rule = (f"a published rule is singled out in only {decided} of their {layers} layers, so what the diagnostic "
+            "offers is the per-layer factors (`schedule.json`)" if decided < layers else
             f"a published rule is singled out in all {layers} layers")
+    test = (" These factors hold the operating point by extrapolating the heads' growth beyond the length read; "
+            "whether holding it keeps the loss down is what the next chapter tests.")
     missing = f" No factor for {'; '.join(unread)}." if unread else ""
     return (f"To keep the operating point beyond the length read, multiply the logits of {'; of '.join(parts)}; "
-            f"{rule}.{missing}")
+            f"{rule}.{missing}{test}")
