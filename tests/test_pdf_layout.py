@@ -69,7 +69,8 @@ def test_expected_outline_numbers_chapters_by_their_notebooks():
     parts = [title for kind, _, title in outline if kind == "part"]
     assert parts == ["Foundations", "Scaling laws", "Computation", "Reference"]
     numbers = [n for kind, n, _ in outline if kind == "chapter" and n is not None]
-    assert numbers == list(range(1, 14))
+    chapters = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md") if not p.stem.startswith("99_"))
+    assert numbers == list(range(1, len(chapters) + 1)) and len(chapters) >= 14  # one number per chapter notebook
     assert ("chapter", 1, "Gaps, the gap-counting function and the accumulation scale") in outline
     assert ("chapter", None, "Bibliography") == outline[-1]
 
