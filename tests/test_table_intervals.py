@@ -22,3 +22,14 @@ def test_an_empty_or_undefined_interval_leaves_the_value():
     assert interval(3.0, 3.0, 3.0) == "3"
     assert interval(0.5, math.nan, 0.6) == "0.5"
     assert interval(0.5, 0.6, 0.7) == "0.5"  # the value outside its interval is not dressed as one
+
+
+def test_a_table_without_rows_is_a_line_saying_so():
+    """Sphinx's LaTeX writer stops at a table with a header and no body (chapter 13's rule table in the ci build)."""
+    import pandas as pd
+
+    from critscale.tables import to_markdown
+
+    text = to_markdown(pd.DataFrame(columns=["family", "heads"]))
+    assert "|" not in text and "No rows in this build" in text and "family, heads" in text
+    assert to_markdown(pd.DataFrame({"a": [1]})).count("\n") == 3  # a table with rows is still a table

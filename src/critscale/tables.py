@@ -109,8 +109,11 @@ def _is_numeric(column) -> bool:
 
 
 def to_markdown(df, digits: int = 4) -> str:
-    """The table as MyST markdown (numeric columns right-aligned, no index)."""
+    """The table as MyST markdown (numeric columns right-aligned, no index); a table without rows is one line
+    saying so (a header without a body breaks Sphinx's LaTeX writer, and shows nothing in the HTML)."""
     header = [_markdown_text(str(c)) for c in df.columns]
+    if len(df) == 0:
+        return "*No rows in this build* (columns: " + ", ".join(header) + ").\n"
     align = ["---:" if _is_numeric(df[c]) else ":---" for c in df.columns]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
     for row in df.itertuples(index=False):
