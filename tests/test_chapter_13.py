@@ -182,7 +182,7 @@ def test_verdict_factors_follow_from_the_glued_gamma(page):
         assert page[f"{key}_verdict_null_growth"] == pytest.approx(ratio ** page[f"{key}_verdict_null_gamma"],
                                                                    rel=1e-9)
         rows = page[f"{key}_verdict_table"]["records"]
-        assert [r["layer"] for r in rows] == [str(i) for i in range(layers)] + ["all", "Gaussian null (gauss_qk)"]
+        assert [r["layer"] for r in rows] == [str(i) for i in range(layers)] + ["all", "Gaussian null"]
         assert page[f"{key}_verdict_layers"] == layers
         if page[f"{key}_windows"] < page["min_windows"]:  # no gamma below 8 windows (the ci profile): said so
             assert math.isnan(page[f"{key}_verdict_growth"])

@@ -24,7 +24,7 @@ def diag():
 
 def test_verdict_table_has_each_layer_the_model_and_the_null(diag):
     table = compare.verdict_table(diag)
-    assert list(table["layer"]) == ["0", "1", "all", "Gaussian null (gauss_qk)"]
+    assert list(table["layer"]) == ["0", "1", "all", "Gaussian null"]
     schedule = layer_schedule(diag)
     for row, entry in zip(table.itertuples(index=False), schedule.layers + [schedule.model]):
         assert row[2] == entry["rule"]

@@ -301,7 +301,7 @@ def verdict_table(diag: Diagnosis) -> pd.DataFrame:
     rows = [_verdict_row(str(entry["layer"]), entry) for entry in schedule.layers]
     rows.append(_verdict_row("all", schedule.model))
     null = null_verdict(diag)
-    row = {"layer": f"Gaussian null ({REFERENCE_NULL})", "heads": 1, "rule": null["rule"],
+    row = {"layer": "Gaussian null", "heads": 1, "rule": null["rule"],
            "plurality: share of heads [95%]": "-",
            "\\(\\gamma\\) [95%]": _interval(null["gamma"], null["gamma_low"], null["gamma_high"])}
     for k in MULTIPLES:
