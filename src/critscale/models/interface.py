@@ -191,18 +191,27 @@ def recording(model):
     """
     check_routed(getattr(model.config, "model_type", None))
     register()
-    before = model.config._attn_implementation
     calls: list[AttentionCall] = []
     token = _ACTIVE.set(calls)
-    fused = _FUSED.set(before not in ("eager", NAME))
+    fused = _FUSED.set(model.config._attn_implementation not in ("eager", NAME))
     try:
-        if before != NAME:
-            model.set_attn_implementation(NAME)
-        yield calls
+        with switched(model, NAME):
+            yield calls
     finally:
         _ACTIVE.reset(token)
         _FUSED.reset(fused)
-        if before != NAME and model.config._attn_implementation != before:
+
+
+@contextmanager
+def switched(model, name: str):
+    """The model's attention implementation set to ``name`` inside the block and put back after it."""
+    before = model.config._attn_implementation
+    try:
+        if before != name:
+            model.set_attn_implementation(name)
+        yield model
+    finally:
+        if before != name and model.config._attn_implementation != before:
             model.set_attn_implementation(before)
 
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import torch
 
 from .errors import UnsupportedModelError
-from .interface import check_routed
+from .interface import check_routed, switched
 
 NAME = "critscale_temperature"
 
@@ -87,13 +87,9 @@ def tempered(model, factor: Factor):
         raise TypeError(f"factor must be a callable factor(layer, lengths), not {type(factor).__name__}")
     check_routed(getattr(model.config, "model_type", None))
     register()
-    before = model.config._attn_implementation
     token = _ACTIVE.set(factor)
     try:
-        if before != NAME:
-            model.set_attn_implementation(NAME)
-        yield model
+        with switched(model, NAME):
+            yield model
     finally:
         _ACTIVE.reset(token)
-        if before != NAME and model.config._attn_implementation != before:
-            model.set_attn_implementation(before)
