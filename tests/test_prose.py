@@ -270,3 +270,70 @@ def test_figure_stamps_name_the_seed_coordinates_in_words():
     assert seed_text(7) == "7"
     stamps = [line for path in CHAPTERS for line in path.read_text().split("\n") if "extra=" in line]
     assert not [line for line in stamps if re.search(r"kappa_bar|kappa16|ptail\d|planted_shrink", line.split("extra=")[1])]
+
+
+# ---------------------------------------------------------------- chapter 12: reader names in its prose, tables, figures
+KERNELS = ROOT / "notebooks" / "12_kernels.md"
+FAMILY_WORD = re.compile(CODE_NAME.pattern + r"|(?<![\w.])(?:sphere|ptail|pareto)<\w+>")
+GLUED_BLOCK = re.compile(r"^```\{glue:(?:figure)?\}\s*([\w.-]+)\s*$", re.M)
+
+
+def _kernels_results():
+    """Chapter 12's ci results; skips when missing or older than the chapter's source (they would judge old text)."""
+    results = CI_RESULTS / f"{KERNELS.stem}.json"
+    if not results.exists():
+        pytest.skip(f"{results.relative_to(ROOT)} missing: `make test` builds the ci book first")
+    if results.stat().st_mtime < KERNELS.stat().st_mtime:
+        pytest.skip(f"{results.relative_to(ROOT)} is older than {KERNELS.relative_to(ROOT)}: `make test` rebuilds it")
+    return json.loads(results.read_text())
+
+
+def _strings(value):
+    """Every string a glued value shows: itself, or a table's column names and cells."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict) and "records" in value:
+        return [str(c) for c in value.get("columns", [])] + [v for r in value["records"] for v in r.values()
+                                                             if isinstance(v, str)]
+    return []
+
+
+def test_chapter_12_prose_and_captions_name_families_by_reader_name():
+    """Chapter 12's text, its captions and its inline code: the live-check list wrote `sphere9` and `sphere<d>`."""
+    found = [f"{number}: {m.group(0)!r}" for number, line in prose.reader_lines(KERNELS.read_text(), keep_inline_code=True)
+             for m in FAMILY_WORD.finditer(line)]
+    found += [f"{number}: {m.group(0)!r}" for number, line in prose.reader_lines(KERNELS.read_text())
+              for pattern in (RAW_LABEL, E_NUMBER) for m in pattern.finditer(line)]
+    assert found == []
+
+
+def test_the_family_word_pattern_sees_code_names_and_spares_code_and_reader_names():
+    line = [text for _, text in prose.reader_lines("- `sphere9` and other `sphere<d>`, `cs.gap_counts`, Gaussian\n",
+                                                   keep_inline_code=True)][0]
+    assert [m.group(0) for m in FAMILY_WORD.finditer(line)] == ["sphere9", "sphere<d>"]
+    assert not FAMILY_WORD.search("sampled (Gaussian), sphere S⁸, ck.sampled_row_stats, planted")
+    assert FAMILY_WORD.search("sampled (gauss)") and FAMILY_WORD.search("sampled (unif)")
+
+
+def test_chapter_12_glued_text_and_tables_use_reader_names_and_one_number_format():
+    """The live-check table labelled its rows 'sampled (gauss)', 'sampled (edge)'; the benchmark's ceilings read
+    '4.03e+12 per s' and its full table '1.2e+03' ms and 'mufu: 0.133'."""
+    values = _kernels_results()["values"]
+    keys = set(GLUED.findall(KERNELS.read_text())) | set(GLUED_BLOCK.findall(KERNELS.read_text()))
+    bad = []
+    for key in sorted(keys):
+        for text in _strings(values.get(key)):
+            clean = prose.CODE_SPAN.sub(" ", text)
+            for pattern in (CODE_NAME, RAW_LABEL, E_NUMBER, re.compile(r"\b(?:mufu|hbm|fma|alu):")):
+                bad += [f"{key}: {m.group(0)!r}" for m in pattern.finditer(clean)]
+    assert keys and bad == []
+
+
+def test_chapter_12_figures_name_families_by_reader_name():
+    """The text of each figure (axis labels, legends, ticks: the comments of its SVG) holds no family code name."""
+    results = _kernels_results()
+    folder = CI_RESULTS / "figures" / KERNELS.stem
+    texts = {path.name: re.findall(r"<!-- (.*?) -->", path.read_text()) for path in sorted(folder.glob("*.svg"))}
+    assert set(texts) >= {f"{key}.svg" for key in results.get("figures", {})}
+    bad = [f"{name}: {text!r}" for name, lines in texts.items() for text in lines if CODE_NAME.search(text)]
+    assert bad == []
