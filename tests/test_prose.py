@@ -337,3 +337,92 @@ def test_chapter_12_figures_name_families_by_reader_name():
     assert set(texts) >= {f"{key}.svg" for key in results.get("figures", {})}
     bad = [f"{name}: {text!r}" for name, lines in texts.items() for text in lines if CODE_NAME.search(text)]
     assert bad == []
+
+
+# ---------------------------------------------------------------- sentences against their chapter's own numbers
+def _fresh_results(stem):
+    """A chapter's ci values; skips when missing or older than the chapter's source (they would judge old text)."""
+    results, source = CI_RESULTS / f"{stem}.json", ROOT / "notebooks" / f"{stem}.md"
+    if not results.exists():
+        pytest.skip(f"{results.relative_to(ROOT)} missing: `make test` builds the ci book first")
+    if results.stat().st_mtime < source.stat().st_mtime:
+        pytest.skip(f"{results.relative_to(ROOT)} is older than {source.relative_to(ROOT)}: `make test` rebuilds it")
+    return json.loads(results.read_text())["values"]
+
+
+def _reader_text(stem):
+    return "\n".join(text for _, text in prose.reader_lines((ROOT / "notebooks" / f"{stem}.md").read_text()))
+
+
+def _box(stem):
+    """The source of a chapter's summary box ('In short')."""
+    text = (ROOT / "notebooks" / f"{stem}.md").read_text()
+    return text.split(":::{admonition} In short", 1)[1].split("\n:::", 1)[0]
+
+
+def _families_spread_beyond_noise(values):
+    """Chapter 06: at c = 1.5 and the largest length, do the five families' E sum p^2 differ by more than two
+    standard errors of the difference between the highest and the lowest?"""
+    found = {}
+    for key, value in values.items():
+        match = re.fullmatch(r"convex_coll_(\w+?)_c1p5_n(\d+)", key)
+        if match:
+            found.setdefault(int(match.group(2)), {})[match.group(1)] = (value, values[f"{key}_sem"])
+    means = found[max(found)]
+    (high, se_high), (low, se_low) = max(means.values()), min(means.values())
+    assert len(means) == 5, sorted(means)
+    return high - low > 2 * (se_high**2 + se_low**2) ** 0.5
+
+
+CLAIMS = [
+    # (chapter, a phrase, the recorded fact that bars it)
+    ("06_gumbel_window", r"collapse onto one curve|fall on one curve|lie on one curve|headline collapse",
+     _families_spread_beyond_noise),
+    ("04_critical_temperatures", r"invariance is accumulation-scale invariance",
+     lambda v: v["verdict_count_neither"] > 0 or v["verdict_count_Su_only"] > 0),
+]
+
+
+@pytest.mark.parametrize("stem, phrase, barred", CLAIMS, ids=[c[0] for c in CLAIMS])
+def test_no_sentence_claims_what_its_numbers_contradict(stem, phrase, barred):
+    """Chapter 06 said the five families 'collapse onto one curve' while its own glued spread at c = 1.5
+    (0.324 to 0.407 against 0.333, standard errors about 0.02) is several standard errors wide; chapter 04's
+    heading said entropy invariance 'is accumulation-scale invariance' while neither rule held in 9 to 10 pairs."""
+    values = _fresh_results(stem)
+    claimed = re.findall(phrase, _reader_text(stem), flags=re.I)
+    assert not (claimed and barred(values)), claimed
+
+
+def test_the_spread_rule_bars_a_spread_beyond_noise():
+    values = {f"convex_coll_{f}_c1p5_n12": m for f, m in zip(("a", "b", "c", "d", "e"), (0.37, 0.38, 0.40, 0.41, 0.45))}
+    values |= {f"{k}_sem": 0.02 for k in list(values)}
+    assert _families_spread_beyond_noise(values)
+    values["convex_coll_e_c1p5_n12"] = 0.39
+    assert not _families_spread_beyond_noise(values)
+
+
+BOX_VERDICTS = {
+    "06_gumbel_window": "extrap_verdict_text",  # the six declared cells, failures named
+    "07_weibull_window": "extrap_exceptions",   # the tested corrections that miss 0
+}
+
+
+@pytest.mark.parametrize("stem", sorted(BOX_VERDICTS))
+def test_summary_box_reports_the_recorded_failures(stem):
+    """Chapter 07's box gave the one passing cell it chose (keys on S⁸ at c = 1) and not that the cell on S⁴ at
+    c = 1 misses 0 at z = -3.1; a box pastes the chapter's count of failures."""
+    assert f"`{BOX_VERDICTS[stem]}" in _box(stem)
+
+
+def test_chapters_are_named_not_counted_from_the_end():
+    """'(the last chapter diagnoses them)' in chapters 10 and 11 meant chapter 13; the last chapter is 14."""
+    assert _hits(re.compile(r"\bthe last chapter\b", re.I), CHAPTERS) == []
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_glued_tables_use_one_number_format(path):
+    """A pasted table cell reads 2.9 × 10⁻¹², not '2.92e-56 / 0.00977 / 0.709' (chapter 03's tightness tables)."""
+    values = _fresh_results(path.stem)
+    bad = [f"{key}: {m.group(0)!r}" for key in sorted(set(GLUED_BLOCK.findall(path.read_text())))
+           for text in _strings(values.get(key)) for m in E_NUMBER.finditer(prose.CODE_SPAN.sub(" ", text))]
+    assert bad == []
