@@ -276,6 +276,7 @@ def test_figure_stamps_name_the_seed_coordinates_in_words():
 KERNELS = ROOT / "notebooks" / "12_kernels.md"
 FAMILY_WORD = re.compile(CODE_NAME.pattern + r"|(?<![\w.])(?:sphere|ptail|pareto)<\w+>")
 GLUED_BLOCK = re.compile(r"^```\{glue:(?:figure)?\}\s*([\w.-]+)\s*$", re.M)
+KIND_NUMBER = re.compile(r"\bkinds? \d")  # the records' old integer names of scores, qk and sampled
 
 
 def _kernels_results():
@@ -299,11 +300,12 @@ def _strings(value):
 
 
 def test_chapter_12_prose_and_captions_name_families_by_reader_name():
-    """Chapter 12's text, its captions and its inline code: the live-check list wrote `sphere9` and `sphere<d>`."""
+    """Chapter 12's text, its captions and its inline code: the live-check list wrote `sphere9` and `sphere<d>`,
+    and the naming paragraph 'the GPU results ... call them kinds 1, 2 and 3'."""
     found = [f"{number}: {m.group(0)!r}" for number, line in prose.reader_lines(KERNELS.read_text(), keep_inline_code=True)
              for m in FAMILY_WORD.finditer(line)]
     found += [f"{number}: {m.group(0)!r}" for number, line in prose.reader_lines(KERNELS.read_text())
-              for pattern in (RAW_LABEL, E_NUMBER) for m in pattern.finditer(line)]
+              for pattern in (RAW_LABEL, E_NUMBER, KIND_NUMBER) for m in pattern.finditer(line)]
     assert found == []
 
 
@@ -317,14 +319,14 @@ def test_the_family_word_pattern_sees_code_names_and_spares_code_and_reader_name
 
 def test_chapter_12_glued_text_and_tables_use_reader_names_and_one_number_format():
     """The live-check table labelled its rows 'sampled (gauss)', 'sampled (edge)'; the benchmark's ceilings read
-    '4.03e+12 per s' and its full table '1.2e+03' ms and 'mufu: 0.133'."""
+    '4.03e+12 per s' and its full table '1.2e+03' ms and 'mufu: 0.133'; the benchmark note named 'kinds 1, 2 and 3'."""
     values = _kernels_results()["values"]
     keys = set(GLUED.findall(KERNELS.read_text())) | set(GLUED_BLOCK.findall(KERNELS.read_text()))
     bad = []
     for key in sorted(keys):
         for text in _strings(values.get(key)):
             clean = prose.CODE_SPAN.sub(" ", text)
-            for pattern in (CODE_NAME, RAW_LABEL, E_NUMBER, re.compile(r"\b(?:mufu|hbm|fma|alu):")):
+            for pattern in (CODE_NAME, RAW_LABEL, E_NUMBER, KIND_NUMBER, re.compile(r"\b(?:mufu|hbm|fma|alu):")):
                 bad += [f"{key}: {m.group(0)!r}" for m in pattern.finditer(clean)]
     assert keys and bad == []
 
