@@ -3,6 +3,9 @@
 The reader text of a page is what ``prose.reader_lines`` keeps: everything outside code cells, code blocks, inline
 code, roles and directive options.  The generated sentences (strings a notebook records and a page pastes with
 ``{glue:md}`` or ``{glue:text}``) are read from the ci results when the ci book has been built.
+Chapter 12's prose, inline code, pasted tables and figure text are held to reader names too, and a chapter's
+sentences and summary box to its own recorded numbers (``CLAIMS``, ``BOX_VERDICTS``); those tests skip when the ci
+results are older than the chapter's source, since they would judge the text by numbers of an earlier build.
 """
 
 import json
