@@ -431,3 +431,29 @@ def test_glued_tables_use_one_number_format(path):
     bad = [f"{key}: {m.group(0)!r}" for key in sorted(set(GLUED_BLOCK.findall(path.read_text())))
            for text in _strings(values.get(key)) for m in E_NUMBER.finditer(prose.CODE_SPAN.sub(" ", text))]
     assert bad == []
+
+
+GLUE_FORMAT = re.compile(r"\{glue:text\}`([\w.-]+):([^`]+)`")
+
+
+def test_formatted_glue_prints_no_e_notation():
+    """'{glue:text}`key:.3g`' prints 4.92e+03 once the value reaches 1000 (chapter 04's Weibull drift reaches 492 in
+    the cpu profile); every formatted paste of the chapters renders its recorded ci value without e-notation."""
+    if not CI_RESULTS.exists():
+        pytest.skip("build/results/ci missing: `make test` builds the ci book first")
+    bad, checked = [], 0
+    for path in CHAPTERS + [KERNELS]:
+        results = CI_RESULTS / f"{path.stem}.json"
+        values = json.loads(results.read_text()).get("values", {}) if results.exists() else {}
+        for key, spec in set(GLUE_FORMAT.findall(prose.COMMENT.sub(" ", path.read_text()))):
+            value = values.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                checked += 1
+                text = format(value, spec)
+                bad += [f"{path.stem}::{key}:{spec} -> {text}"] if E_NUMBER.search(text) else []
+    assert checked and bad == []
+
+
+def test_a_g_format_turns_into_e_notation_at_large_values():
+    """Why the test above matters: the same format that prints 492 prints 4.92e+03."""
+    assert not E_NUMBER.search(format(492.3, ".3g")) and E_NUMBER.search(format(4923.0, ".3g"))
