@@ -25,8 +25,11 @@ REFERENCE = re.compile(r"\{(?:ref|prf:ref|numref|eq)\}`(?:[^`<]*<)?([^`<>]+)>?`"
 BUILT_IN_TARGETS = {"prf-prf", "genindex"}
 
 
-def reader_lines(text: str):
-    """``(line number, reader text)`` for every line of ``text`` a reader sees (see the module docstring)."""
+def reader_lines(text: str, keep_inline_code: bool = False):
+    """``(line number, reader text)`` for every line of ``text`` a reader sees (see the module docstring).
+
+    With ``keep_inline_code`` the inline code spans stay in the line, without their backticks: a reader sees
+    them too, set in a code font (roles are dropped either way)."""
     lines = text.split("\n")
     start = 0
     if lines and lines[0].strip() == "---":
@@ -44,7 +47,7 @@ def reader_lines(text: str):
                 is_text = bool(directive and TEXT_DIRECTIVES.match(directive))
                 stack.append((mark, is_text))
                 if is_text and rest:
-                    yield number + 1, _strip(rest)  # a directive's argument (a title) is reader text
+                    yield number + 1, _strip(rest, keep_inline_code)  # a directive's argument (a title) is reader text
                 continue
         if stack and not stack[-1][1]:
             continue
@@ -52,13 +55,14 @@ def reader_lines(text: str):
             continue
         if LABEL_LINE.match(line) or line.strip() == "+++":
             continue
-        stripped = _strip(line)
+        stripped = _strip(line, keep_inline_code)
         if stripped.strip():
             yield number + 1, stripped
 
 
-def _strip(line: str) -> str:
-    return CODE_SPAN.sub(" ", ROLE.sub(" ", COMMENT.sub(" ", EQ_LABEL.sub(r"\1", line))))
+def _strip(line: str, keep_inline_code: bool = False) -> str:
+    line = ROLE.sub(" ", COMMENT.sub(" ", EQ_LABEL.sub(r"\1", line)))
+    return CODE_SPAN.sub(lambda m: f" {m.group(0).strip('`')} " if keep_inline_code else " ", line)
 
 
 def reader_text(text: str) -> str:
