@@ -459,14 +459,7 @@ def test_a_g_format_turns_into_e_notation_at_large_values():
     assert not E_NUMBER.search(format(492.3, ".3g")) and E_NUMBER.search(format(4923.0, ".3g"))
 
 
-FIGURE_NAME_OWNERS = {
-    "04_critical_temperatures": "its histogram panels are titled by code name (`ax.set_title(name)`); its code cells "
-                                "belong to the helper that de-duplicates them",
-}
-
-
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=FIGURE_NAME_OWNERS[p.stem]))
-                                  if p.stem in FIGURE_NAME_OWNERS else p for p in CHAPTERS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_figures_name_families_by_reader_name(path):
     """The text drawn in a chapter's figures (titles, ticks, legends: the comments of each SVG) holds no family code
     name; chapter 05's robustness panels were ticked 'gauss ... planted_shrink' and chapter 09's profiles titled
