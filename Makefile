@@ -134,8 +134,9 @@ pytest: $(VENV_OK)
 bench:
 	$(BIN)/python scripts/gpu_results.py --bench-only --out results/gpu
 
-gpu-results:
-	bash scripts/gpu_run.sh results/gpu
+gpu-results: $(VENV_OK)
+	$(BIN)/python scripts/gpu_results.py --out results/gpu
+	$(BIN)/python scripts/gpu_gpt2.py --out results/gpu --minutes 4
 
 clean:
 	rm -rf build .pytest_cache .hypothesis
