@@ -29,9 +29,6 @@ exec > >(tee "$OUT/gpu_book.log") 2>&1
 
 if [ "$PROFILE" = gpu ]; then
   nvidia-smi -L || { echo "gpu_book: no CUDA device (nvidia-smi -L failed); the gpu profile needs one"; exit 2; }
-  export TRITON_INTERPRET=0
-else
-  export TRITON_INTERPRET=1
 fi
 ls "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "gpu_book: no wheels in $WHEELS (run make gpu-wheelhouse first)"; exit 2; }
 deps=$(ls "$WHEELS"/*.whl | grep -v '/critscale-[^/]*\.whl$')

@@ -53,7 +53,7 @@ run() {
   if [ -z "${CRITSCALE_COMMIT:-}" ]; then
     CRITSCALE_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
   fi
-  export CRITSCALE_COMMIT TRITON_INTERPRET=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 CRITSCALE_ROOT=$PWD
+  export CRITSCALE_COMMIT HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 CRITSCALE_ROOT=$PWD
   site=$(mktemp -d "${TMPDIR:-/tmp}/critscale-gpt2.XXXXXX")
   smollm2=${GPU_GPT2_SMOLLM2:-}
   local smol=${GPU_SMOL:-.smol}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def choose_interpreter(smoke: bool) -> None:
-    """Set ``TRITON_INTERPRET`` for this process and its children (before triton is imported)."""
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != ("1" if smoke else "0"):
-        raise RuntimeError("triton was imported before the suite chose TRITON_INTERPRET; import gpu_suite first")
-    os.environ["TRITON_INTERPRET"] = "1" if smoke else "0"
+    """Triton's interpreter for the smoke mode, CUDA otherwise, for this process and its children."""
+    from critscale.triton_backend import choose
+
+    choose(interpreter=smoke)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
