@@ -211,3 +211,25 @@ def show_gpu_record_note(data: dict | None, what: str) -> None:
                          "run `make gpu-results` on a CUDA machine to produce it."))
     else:
         display(Markdown(f"> **{what} (GPU result).** {describe(data)}"))
+
+
+def bench_rows(bench: dict) -> list[dict]:
+    """The rows of chapter 12's benchmark tables: one per implementation and point of a benchmark of schema 2."""
+    commit = bench["provenance"]["commit"]
+    names = {"grid32": r"32 \(\beta\) (ratio \(2^{1/8}\)), 64 \(t\)", "grid1": r"1 \(\beta\), 1 \(t\)",
+             "grid32-geo": r"32 \(\beta\) (ratio 1.25), 64 \(t\)"}
+    shorts = {"grid32": r"32 \(\beta\)", "grid1": r"1 \(\beta\)", "grid32-geo": r"32 \(\beta\), ratio 1.25"}
+    out = []
+    for r in bench["records"]:
+        t = r.get("time_ms") or {}
+        fl = r.get("floors") or {}
+        err = (r.get("error_vs_float64") or {}).get("log_z") or (r.get("error_vs_float64") or {}).get("lse") or {}
+        out.append({"kind": r["kind"], "grid": names.get(r["grid"], r["grid"]),
+                    "grid_short": shorts.get(r["grid"], r["grid"]), "n": r["n"], "rows": r["rows"],
+                    "impl": r["impl"], "work": "all fields" if r.get("equal_work") else "only " + ", ".join(r.get("fields", [])),
+                    "time_ms": t.get("median"), "q25": t.get("q25"), "q75": t.get("q75"),
+                    "kernel_ms": (r.get("kernel_time") or {}).get("ms"), "floor": fl.get("largest"),
+                    "floor_ms": 1e3 * fl["floor_s"] if fl.get("floor_s") else None, "err_log_z": err.get("max_rel"),
+                    "timed_at": commit, "timing": t.get("method"), "peak_extra_bytes": r.get("peak_extra_bytes"),
+                    "status": r["status"]})
+    return out
