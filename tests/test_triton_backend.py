@@ -79,3 +79,22 @@ def test_nothing_else_decides_the_backend():
                  if f.name != "triton_backend.py" and SETTERS.search(f.read_text())]
     assert offenders == []
     assert "choose()" in (ROOT / "kernels" / "__init__.py").read_text().replace("_choose_triton_backend()", "choose()")
+
+
+def test_the_command_line_refuses_a_bad_value_in_one_line(tmp_path, monkeypatch, capsys):
+    """cli.py set TRITON_INTERPRET itself (setdefault on CPU) and let a value such as 'yes' through to triton;
+    now triton_backend decides, and the command refuses the value in one line with exit 2, writing nothing."""
+    import numpy as np
+
+    from checks import one_line_error
+    from critscale.cli import main
+
+    path = tmp_path / "qk.npz"
+    rng = np.random.default_rng(0)
+    shape = (1, 1, 2, 128, 8)
+    np.savez(path, q=rng.standard_normal(shape).astype(np.float32), k=rng.standard_normal(shape).astype(np.float32))
+    monkeypatch.setenv("TRITON_INTERPRET", "yes")
+    out = tmp_path / "out"
+    assert main(["diagnose", "--qk", str(path), "--out", str(out), "--no-figures", "--no-progress"]) == 2
+    one_line_error(capsys, "TRITON_INTERPRET='yes'", "use 1")
+    assert not out.exists()
