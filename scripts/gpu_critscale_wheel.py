@@ -67,15 +67,17 @@ def check_wheel(wheel: Path, root: Path = ROOT) -> None:
                            ("is in it but not in the tree", extra)):
         if paths:
             more = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
-            raise Refused(f"{wheel.name} was not built from this tree: {paths[0]} {problem}{more}; "
-                          "rebuild it with `make gpu-wheelhouse`")
+            raise Refused(f"{wheel.name} was not built from this tree: {paths[0]} {problem}{more}; rebuild it "
+                          f"with `.venv/bin/python scripts/gpu_critscale_wheel.py build {wheel.parent}` "
+                          "(`make gpu-wheelhouse` does too)")
 
 
 def find_wheel(folder: Path) -> Path:
     """The one critscale wheel in ``folder``."""
     wheels = sorted(folder.glob("critscale-*.whl"))
     if len(wheels) != 1:
-        raise Refused(f"{folder}: {len(wheels)} critscale wheels, not one (make gpu-wheelhouse builds it)")
+        raise Refused(f"{folder}: {len(wheels)} critscale wheels, not one "
+                      f"(`.venv/bin/python scripts/gpu_critscale_wheel.py build {folder}` builds it)")
     return wheels[0]
 
 

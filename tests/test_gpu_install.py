@@ -59,7 +59,8 @@ def test_a_wheel_that_is_not_the_trees_is_refused_in_one_line(tmp_path, edit, wo
     modules = gcw.tree_modules()
     gcw.check_wheel(_wheel(tmp_path / "good.whl", modules))  # the tree's own modules pass
     edit(modules)
-    with pytest.raises(gcw.Refused, match="rebuild it with `make gpu-wheelhouse`") as err:
+    rebuild = "rebuild it with `.venv/bin/python scripts/gpu_critscale_wheel.py build"
+    with pytest.raises(gcw.Refused, match=rebuild) as err:
         gcw.check_wheel(_wheel(tmp_path / "critscale-0.1.0-py3-none-any.whl", modules))
     assert words in str(err.value) and "\n" not in str(err.value)
 
@@ -94,5 +95,6 @@ def test_the_built_wheel_installs_a_critscale_whose_kernels_are_the_trees(tmp_pa
     wheel = gcw.build(tmp_path / "wh")
     site = tmp_path / "site"
     assert gcw.install(tmp_path / "wh", site) == wheel
-    assert (site / "critscale" / "kernels" / "dispatch.py").read_bytes() == (ROOT / "kernels" / "dispatch.py").read_bytes()
+    installed = site / "critscale" / "kernels" / "dispatch.py"
+    assert installed.read_bytes() == (ROOT / "kernels" / "dispatch.py").read_bytes()
     assert not (site / "kernels").exists()

@@ -244,7 +244,8 @@ def bench_rows(bench: dict) -> list[dict]:
                     "time_ms": t.get("median"), "q25": t.get("q25"), "q75": t.get("q75"),
                     "kernel_ms": (r.get("kernel_time") or {}).get("ms"), "floor": fl.get("largest"),
                     "floor_ms": 1e3 * fl["floor_s"] if fl.get("floor_s") else None, "err_log_z": err.get("max_rel"),
-                    "timed_at": r.get("timed_at") or commit, "timing": t.get("method"), "peak_extra_bytes": r.get("peak_extra_bytes"),
+                    "timed_at": r.get("timed_at") or commit, "timing": t.get("method"),
+                    "peak_extra_bytes": r.get("peak_extra_bytes"),
                     "status": r["status"]})
     return out
 
@@ -261,8 +262,8 @@ def upgrade(name: str, data: dict) -> dict:
 
 # The kinds 1, 2, 3 and the implementation names of schema 1.
 _KIND_NAMES_1 = {1: "scores", 2: "qk", 3: "sampled"}
-_IMPLS_1 = {"triton": "kernel", "triton (1 beta, 1 threshold)": "kernel", "triton (fp32 inputs)": "kernel (fp32 inputs)",
-            "torch.compile": "compile"}
+_IMPLS_1 = {"triton": "kernel", "triton (1 beta, 1 threshold)": "kernel",
+            "triton (fp32 inputs)": "kernel (fp32 inputs)", "torch.compile": "compile"}
 
 
 def _floors_1(r: dict, setup: dict, ceil: dict) -> dict:
@@ -314,6 +315,7 @@ def _bench_from_schema_1(data: dict, name: str) -> dict:
             raise GpuRecordError(f"{name}: a schema-1 grid of {setup['n_beta']} betas and {setup['n_t']} "
                                  "thresholds, not the 32 and 64 of its runs")
         earlier = (setup.get("partial_rerun") or {}).get("earlier_provenance") or {}
+        earlier_commit = earlier.get("commit", "an earlier run")
         records = []
         for r in data["records"]:
             fl = _floors_1(r, setup, ceil)
@@ -326,7 +328,7 @@ def _bench_from_schema_1(data: dict, name: str) -> dict:
                 "time_ms": {"median": r["time_ms"], "method": r["timing"]},
                 "floors": {"largest": largest, "floor_s": fl[largest]},
                 "peak_extra_bytes": r.get("peak_extra_bytes"),
-                "timed_at": earlier.get("commit", "an earlier run") if r.get("kept_from_earlier_run") else prov["commit"]})
+                "timed_at": earlier_commit if r.get("kept_from_earlier_run") else prov["commit"]})
         clock = re.search(r"(\d+) MHz", prov.get("nvidia_smi", ""))
         if prov.get("max_sm_clock_mhz") is None and clock:  # nvidia-smi's clocks.max.sm
             prov["max_sm_clock_mhz"] = float(clock.group(1))
