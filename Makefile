@@ -22,8 +22,12 @@ EXTRAS  := book,gguf,devicemap,kernels,test
 MATHJAX_VERSION := 3.2.2
 
 # Triton has no CPU backend: without a GPU its kernels run in the interpreter, which must
-# be chosen before anything imports triton (transformers does), hence exported here.
-TRITON_INTERPRET ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo 0 || echo 1)
+# be chosen before anything imports triton (transformers does), hence decided once here by
+# critscale.triton_backend (the one place that decides) and exported.  Before `make env` has made
+# the venv nothing is exported, and each process decides the same way when it imports the kernels.
+ifndef TRITON_INTERPRET
+TRITON_INTERPRET := $(if $(wildcard $(BIN)/python),$(shell $(BIN)/python src/critscale/triton_backend.py))
+endif
 export TRITON_INTERPRET
 export HF_HUB_OFFLINE ?= 1
 # critscale's caches (the float32 copies of GGUF models) go to the user's cache directory unless
@@ -134,8 +138,9 @@ pytest: $(VENV_OK)
 bench:
 	$(BIN)/python scripts/gpu_results.py --bench-only --out results/gpu
 
-gpu-results:
-	bash scripts/gpu_run.sh results/gpu
+gpu-results: $(VENV_OK)
+	$(BIN)/python scripts/gpu_results.py --out results/gpu
+	$(BIN)/python scripts/gpu_gpt2.py --out results/gpu --minutes 4
 
 clean:
 	rm -rf build .pytest_cache .hypothesis
@@ -150,7 +155,7 @@ clean:
 # on a machine without a GPU, `make book PROFILE=gpu` renders the recorded notebooks instead of executing
 # them (GPU_BOOK=execute forces execution; the cpu and ci profiles are unaffected).
 GPU_BOOK_DIR ?= results/gpu/book
-GPU_BOOK     ?= $(if $(filter 1,$(TRITON_INTERPRET)),recorded,execute)
+GPU_BOOK     ?= $(if $(filter 0,$(TRITON_INTERPRET)),execute,recorded)
 
 .PHONY: gpu-wheelhouse gpu-wheelhouse-check gpu-session gpu-book gpu-book-import gpu-import sass-record
 

@@ -19,34 +19,16 @@ the compiled instructions per score for sm_90a.
 
 Triton has no CPU backend: on a machine without CUDA the kernels run in Triton's interpreter, which must
 be switched on (``TRITON_INTERPRET=1``) *before* ``triton`` is first imported.  Importing this package
-sets it when nothing has imported triton yet, and raises a clear error when triton was already imported
-without it (for example by ``transformers`` or ``torch.compile``).
+decides it with :func:`critscale.triton_backend.choose` (the one place that does), which sets it when
+nothing has imported triton yet and raises a clear error when triton was already imported without it (for
+example by ``transformers`` or ``torch.compile``).
 """
 
 from __future__ import annotations
 
-import os
-import sys
+from critscale.triton_backend import choose as _choose_triton_backend
 
-import torch
-
-
-def _prepare_triton() -> None:
-    if torch.cuda.is_available():
-        return
-    flag = os.environ.get("TRITON_INTERPRET")
-    if flag in ("0", "1"):  # chosen explicitly ("0" without CUDA: compile only, as critscale.kernels.sass does)
-        return
-    if "triton" in sys.modules:
-        raise RuntimeError(
-            "critscale.kernels: no CUDA device and triton was already imported without TRITON_INTERPRET=1, "
-            "so its kernels cannot run (triton-lang/triton#5142). Set TRITON_INTERPRET=1 in the environment "
-            "before anything imports triton (transformers and torch.compile do), or import critscale.kernels first.")
-    if flag is None:
-        os.environ["TRITON_INTERPRET"] = "1"
-
-
-_prepare_triton()
+_choose_triton_backend()
 
 from .dispatch import BACKENDS, INTERPRETER_MAX_SCORES  # noqa: E402
 from .qk import qk_row_stats  # noqa: E402

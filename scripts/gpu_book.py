@@ -234,6 +234,9 @@ def run(args) -> int:
     except Refused as exc:
         print(f"gpu_book: this Python cannot execute the book:\n{exc}", file=sys.stderr)
         return 2
+    from critscale.triton_backend import choose
+
+    choose(interpreter=args.profile != "gpu")  # for every notebook this run executes
     names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.md"))
     chosen = args.notebooks or names
     unknown = sorted(set(chosen) - set(names))

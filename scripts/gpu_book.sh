@@ -5,8 +5,9 @@
 #   CRITSCALE_COMMIT=<sha> bash scripts/gpu_book.sh OUT_DIR [PROFILE [NOTEBOOK ...]]
 #
 # Needs the wheelhouse in .whl/ (`make gpu-wheelhouse` on a machine with PyPI; GPU_WHEELS overrides).
-# Installs it into a private folder (no pip index, no virtual environment, nothing else changes), makes
-# critscale importable from this tree, then runs scripts/gpu_book.py: a check that everything imports and
+# Installs it into a private folder (no pip index, no virtual environment, nothing else changes), with
+# critscale's own wheel (built there too, checked here against this tree: scripts/gpu_critscale_wheel.py)
+# in a folder of its own, then runs scripts/gpu_book.py: a check that everything imports and
 # every requirement of the wheels is met, the build driver's check of the recorded GPU results, the
 # notebooks in parallel through the build driver as the Makefile runs them (`python -m critscale.bookbuild
 # notebook NB --profile PROFILE`), 99_reproducibility last, and OUT_DIR/gpu_book.tar.gz with the executed
@@ -28,16 +29,13 @@ exec > >(tee "$OUT/gpu_book.log") 2>&1
 
 if [ "$PROFILE" = gpu ]; then
   nvidia-smi -L || { echo "gpu_book: no CUDA device (nvidia-smi -L failed); the gpu profile needs one"; exit 2; }
-  export TRITON_INTERPRET=0
-else
-  export TRITON_INTERPRET=1
 fi
 ls "$WHEELS"/*.whl >/dev/null 2>&1 || { echo "gpu_book: no wheels in $WHEELS (run make gpu-wheelhouse first)"; exit 2; }
+deps=$(ls "$WHEELS"/*.whl | grep -v '/critscale-[^/]*\.whl$')
+# shellcheck disable=SC2086
 "$PY" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
-  --target "$SITE/wheels" "$WHEELS"/*.whl
-mkdir -p "$SITE/pkg"
-cp -r src/critscale "$SITE/pkg/critscale"
-cp -r kernels "$SITE/pkg/critscale/kernels"
+  --target "$SITE/wheels" $deps
+"$PY" scripts/gpu_critscale_wheel.py install "$WHEELS" "$SITE/pkg" || exit 2
 export PYTHONPATH="$SITE/wheels:$SITE/pkg${PYTHONPATH:+:$PYTHONPATH}"
 export CRITSCALE_ROOT=$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 PYDEVD_DISABLE_FILE_VALIDATION=1
 if [ -z "${CRITSCALE_COMMIT:-}" ]; then  # a copy of the tree without .git must name its commit

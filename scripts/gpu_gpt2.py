@@ -193,11 +193,12 @@ def main(argv=None) -> int:
     wall_start = time.perf_counter()
     import torch
 
-    if not torch.cuda.is_available():
-        if not args.smoke:
-            print("gpu_gpt2.py: no CUDA device; use --smoke to check the script on CPU", file=sys.stderr)
-            return 2
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if not torch.cuda.is_available() and not args.smoke:
+        print("gpu_gpt2.py: no CUDA device; use --smoke to check the script on CPU", file=sys.stderr)
+        return 2
+    from critscale.triton_backend import choose
+
+    choose()  # before transformers imports triton
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         smollm2 = _check_smollm2(args.smollm2)

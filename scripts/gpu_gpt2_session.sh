@@ -10,7 +10,8 @@
 # image lacks) into .smol/b/; .smol/ is excluded from git.  A first call carries .smol/a (command `true`); the next
 # call, on the machine still warm (30 s), carries .smol/b and runs `run`, which joins the parts there and checks
 # the hash.  Without both parts `run` stops before any GPU time is spent, unless GPU_GPT2_SMOLLM2=none.
-# `run` makes critscale importable from a copy of the tree and runs scripts/gpu_gpt2.py --minutes GPU_GPT2_MINUTES
+# `stage` also builds critscale's wheel into .smol/b/ (scripts/gpu_critscale_wheel.py); `run` checks it against the
+# tree there, installs it (GPU_GPT2_SMOLLM2=none too, so .smol/b travels then as well) and runs scripts/gpu_gpt2.py --minutes GPU_GPT2_MINUTES
 # (default 3) with --out OUT_DIR: OUT_DIR/gpt2_small_diagnostic.json and its _summary.txt (rewritten after every
 # model), and OUT_DIR/gpu_gpt2.log.  Back here: copy the JSON to results/gpu/ (the summary too, if wanted).
 # Expected device time: about 7 minutes for `run` with --minutes 3 (the script's docstring), plus the machine's start.
@@ -37,6 +38,7 @@ stage() {
   sha256sum "$file" | cut -d' ' -f1 > .smol/b/gguf.sha256
   "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d .smol/b \
     "$(grep -i '^gguf==' constraints.txt)" || return 1
+  "$py" scripts/gpu_critscale_wheel.py build .smol/b || return 1
   du -sh .smol/a .smol/b
   echo "carry .smol/a in one call (command: true), then .smol/b in the next with: bash scripts/gpu_gpt2_session.sh run \$OUT"
 }
@@ -51,12 +53,11 @@ run() {
   if [ -z "${CRITSCALE_COMMIT:-}" ]; then
     CRITSCALE_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
   fi
-  export CRITSCALE_COMMIT TRITON_INTERPRET=0 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 CRITSCALE_ROOT=$PWD
+  export CRITSCALE_COMMIT HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 CRITSCALE_ROOT=$PWD
   site=$(mktemp -d "${TMPDIR:-/tmp}/critscale-gpt2.XXXXXX")
-  cp -r src/critscale "$site/critscale"
-  cp -r kernels "$site/critscale/kernels"
   smollm2=${GPU_GPT2_SMOLLM2:-}
   local smol=${GPU_SMOL:-.smol}
+  python3 scripts/gpu_critscale_wheel.py install "$smol/b" "$site" || return 2
   if [ "$smollm2" != none ]; then
     if [ ! -f "$smol/a/gguf.part" ] || [ ! -f "$smol/b/gguf.part" ]; then
       echo "gpu_gpt2_session: SmolLM2's GGUF parts are missing ($smol/a and $smol/b: see the header); GPU_GPT2_SMOLLM2=none leaves it out"
@@ -66,7 +67,7 @@ run() {
     [ "$(sha256sum "$site/$GGUF_NAME" | cut -d' ' -f1)" = "$(cat "$smol/b/gguf.sha256")" ] \
       || { echo "gpu_gpt2_session: the joined GGUF file does not match its SHA-256"; return 2; }
     python3 -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
-      --target "$site/wheels" "$smol"/b/*.whl || return 2
+      --target "$site/wheels" "$smol"/b/gguf-*.whl || return 2
     smollm2="$site/$GGUF_NAME"
   fi
   export PYTHONPATH="$site:$site/wheels${PYTHONPATH:+:$PYTHONPATH}"

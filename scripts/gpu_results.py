@@ -2,7 +2,7 @@
 """The GPU results of the kernels chapter and of the theory chapters' Monte-Carlo, in one run.
 
 Run on a CUDA machine from the repository root (python >= 3.10 with torch, triton, numpy, scipy, pandas,
-pytest; no jupyter).  critscale need not be installed: ``scripts/gpu_suite/env.py`` imports it from the tree.
+pytest; no jupyter) where critscale is installed (`pip install .`; the session scripts install its carried wheel).
 
     CRITSCALE_COMMIT=<sha> python3 scripts/gpu_results.py --out DIR --budget-s 270   # everything, about 5 min
     python3 scripts/gpu_results.py --out DIR --parts bench                       # `make bench`

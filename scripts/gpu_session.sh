@@ -26,7 +26,9 @@
 # OUT_DIR/gpu_session.log is the whole log.  Back here: make gpu-import DIR=<the folder with the tarballs>.
 # CRITSCALE_COMMIT is required where the tree has no .git (the GPU machine gets a copy without it): the
 # commit the results are recorded at, which the book's schema check requires to be a plain sha.
-# Needs the wheelhouse in .whl/ (make gpu-wheelhouse) for the book part.
+# Needs the wheelhouse in .whl/ (make gpu-wheelhouse) for the book part, and critscale's wheel in it (which
+# `make gpu-wheelhouse` builds from the tree) for the results and book parts: the parts import critscale as
+# installed from that wheel, never from a copy of the tree.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PARTS=${GPU_SESSION_PARTS:-results,book}
@@ -38,11 +40,17 @@ missing_files() {
   if [[ ,$PARTS, == *,book,* ]] && ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
     echo "the book part needs the wheelhouse: no .whl file in $WHEELS (make gpu-wheelhouse, then carry it)"
   fi
+  if [[ ,$PARTS, == *,results,* || ,$PARTS, == *,book,* ]] && ! ls "$WHEELS"/critscale-*.whl >/dev/null 2>&1; then
+    echo "the results and book parts need critscale's wheel: no critscale-*.whl in $WHEELS (make gpu-wheelhouse)"
+  fi
   if [[ ,$PARTS, == *,gpt2,* ]] && [ "${GPU_GPT2_SMOLLM2:-}" != none ]; then
     for f in "$SMOL/a/gguf.part" "$SMOL/b/gguf.part" "$SMOL/b/gguf.sha256"; do
       [ -f "$f" ] || echo "the gpt2 part needs SmolLM2's weights: $f is missing (bash scripts/gpu_gpt2_session.sh stage)"
     done
-    ls "$SMOL"/b/*.whl >/dev/null 2>&1 || echo "the gpt2 part needs the gguf wheel: no .whl file in $SMOL/b"
+    ls "$SMOL"/b/gguf-*.whl >/dev/null 2>&1 || echo "the gpt2 part needs the gguf wheel: no gguf-*.whl in $SMOL/b"
+  fi
+  if [[ ,$PARTS, == *,gpt2,* ]] && ! ls "$SMOL"/b/critscale-*.whl >/dev/null 2>&1; then
+    echo "the gpt2 part needs critscale's wheel: no critscale-*.whl in $SMOL/b (bash scripts/gpu_gpt2_session.sh stage)"
   fi
 }
 
@@ -95,8 +103,11 @@ status=0
 results_ok=1
 if [[ ,$PARTS, == *,results,* ]]; then
   mkdir -p "$RESULTS_DIR"
+  # critscale from its carried wheel, checked against this tree (scripts/gpu_critscale_wheel.py)
+  SITE=$(mktemp -d "${TMPDIR:-/tmp}/critscale-results.XXXXXX")
+  python3 scripts/gpu_critscale_wheel.py install "$WHEELS" "$SITE" || { echo "[gpu_session] nothing was run"; exit 2; }
   # shellcheck disable=SC2086
-  timeout -k 10 "$RESULTS_LIMIT_S" $RESULTS_CMD --out "$RESULTS_DIR" --budget-s "$BUDGET_S" &
+  PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 "$RESULTS_LIMIT_S" $RESULTS_CMD --out "$RESULTS_DIR" --budget-s "$BUDGET_S" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null; do
     sleep "$PACK_EVERY_S" & wait $! 2>/dev/null

@@ -2,7 +2,7 @@
 # The wheelhouse for executing the notebooks on the GPU machine (CPython 3.12, manylinux x86_64, offline):
 #   bash scripts/gpu_wheelhouse.sh [DIR]        (`make gpu-wheelhouse`; DIR defaults to .whl, which git ignores)
 # One wheel per name in scripts/gpu_wheelhouse.txt, at its version in constraints.txt, no dependencies
-# resolved here (the list is the closure, minus what the GPU machine's image has).
+# resolved here (the list is the closure, minus what the GPU machine's image has), and critscale's own wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-.whl}
@@ -23,4 +23,7 @@ done
   --implementation cp "${platforms[@]}" -d "$DIR" "${pins[@]}"
 count=$(ls "$DIR"/*.whl | wc -l)
 [ "$count" -eq "${#pins[@]}" ] || { echo "gpu_wheelhouse: $count wheels for ${#pins[@]} names in $DIR" >&2; exit 1; }
-echo "gpu_wheelhouse: $count wheels, $(du -sh "$DIR" | cut -f1), in $DIR"
+# critscale itself, built from the tree by pip as pyproject.toml lays it out (the GPU scripts check it against
+# the tree they run in before they install it)
+"${VENV_PYTHON:-.venv/bin/python}" scripts/gpu_critscale_wheel.py build "$DIR"
+echo "gpu_wheelhouse: $count wheels and critscale's, $(du -sh "$DIR" | cut -f1), in $DIR"

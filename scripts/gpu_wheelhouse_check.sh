@@ -15,6 +15,7 @@ PY312=${PYTHON312:-python3.12}
 "$PY312" -c 'import sys; assert sys.version_info[:2] == (3, 12), sys.version' \
   || { echo "gpu_wheelhouse_check: $PY312 is not CPython 3.12"; exit 2; }
 [ -d .whl ] || bash scripts/gpu_wheelhouse.sh .whl
+"${VENV_PYTHON:-.venv/bin/python}" scripts/gpu_critscale_wheel.py build .whl  # critscale as the tree is now
 IMAGE="$OUT/image-site"
 rm -rf "$OUT" && mkdir -p "$IMAGE"
 grep -v -E '^(torch|triton|nvidia)' constraints.txt > "$OUT/constraints.txt"

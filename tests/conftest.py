@@ -2,10 +2,11 @@
 
 import os
 
-# Triton has no CPU backend: on CPU its kernels run in the interpreter, which must be
-# chosen before the first `import triton` anywhere (transformers imports triton too).
-# On a CUDA machine, run the tests with TRITON_INTERPRET=0 exported.
-os.environ.setdefault("TRITON_INTERPRET", "1")
+from critscale.triton_backend import choose  # noqa: E402
+
+# Triton's interpreter unless TRITON_INTERPRET=0 is exported (a CUDA machine), chosen before the first
+# `import triton` anywhere (transformers imports triton too).
+choose(when_unset=True)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")  # pytest only; never exported to notebook kernels
 # The tests' caches stay in the checkout's build/, as `make test` sets it (critscale.cache).

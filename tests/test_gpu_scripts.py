@@ -175,11 +175,15 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
     glued = {}
     bench = json.loads((smoke / "kernels_bench.json").read_text())
 
+    from critscale import gpu_records
+
     class GpuRecords:  # the page's view of results/gpu, pointed at the smoke run
+        bench_rows = staticmethod(gpu_records.bench_rows)
+
         @staticmethod
         def load(name):
             path = smoke / f"{name}.json"
-            return json.loads(path.read_text()) if path.exists() else None
+            return gpu_records.upgrade(name, json.loads(path.read_text())) if path.exists() else None
 
         @staticmethod
         def show_gpu_record_note(data, what):
@@ -464,8 +468,19 @@ def test_session_check_passes_when_the_carried_files_are_there(tmp_path):
     wheels.mkdir()
     (wheels / "x-1.0-py3-none-any.whl").write_bytes(b"")
     proc = _session(tmp_path, {"GPU_WHEELS": str(wheels)}, "--check")
+    assert proc.returncode == 2 and "no critscale-*.whl in" in proc.stdout, proc.stdout + proc.stderr
+    (wheels / "critscale-0.1.0-py3-none-any.whl").write_bytes(b"")
+    proc = _session(tmp_path, {"GPU_WHEELS": str(wheels)}, "--check")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "every file the parts results,book need is here" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def critscale_wheel(tmp_path_factory):
+    """critscale's wheel built from this tree, as `make gpu-wheelhouse` builds it."""
+    import gpu_critscale_wheel
+
+    return gpu_critscale_wheel.build(tmp_path_factory.mktemp("wheel"))
 
 
 FAKE_RESULTS = """import sys, time, pathlib
@@ -477,7 +492,8 @@ time.sleep(120)
 """
 
 
-def test_results_part_is_stopped_at_its_limit_with_its_written_files_packed(tmp_path):
+@pytest.mark.slow
+def test_results_part_is_stopped_at_its_limit_with_its_written_files_packed(tmp_path, critscale_wheel):
     """A results part that overruns is stopped at its own limit, the files it wrote before are packed while
     it runs (a command killed at 600 s still returns them), files older than the session are not packed,
     and the book does not run after a stopped results part.  The earlier script waited for the part without a
@@ -494,6 +510,7 @@ def test_results_part_is_stopped_at_its_limit_with_its_written_files_packed(tmp_
     wheels = tmp_path / "wh"
     wheels.mkdir()
     (wheels / "x-1.0-py3-none-any.whl").write_bytes(b"")
+    (wheels / critscale_wheel.name).write_bytes(critscale_wheel.read_bytes())
     env = {"GPU_RESULTS_CMD": f"{sys.executable} {fake}", "GPU_RESULTS_DIR": str(results), "GPU_RESULTS_LIMIT_S": "4",
            "GPU_PACK_EVERY_S": "1", "GPU_WHEELS": str(wheels)}
     proc = _session(tmp_path, env, str(out), timeout=40)

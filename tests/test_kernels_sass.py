@@ -45,7 +45,7 @@ SCRIPT = """
 import json
 import sys
 sys.path.insert(0, SCRIPTS_DIR)
-from gpu_suite.env import ensure_importable  # critscale from the tree where it is not installed (the GPU machine)
+from gpu_suite.env import ensure_importable  # the installed critscale, or a one-line reason it is not
 ensure_importable()
 from critscale.kernels import ceilings, sass
 c = sass.compile_sass(ceilings.exp2_chains, {"x_ptr": "*fp32", "o_ptr": "*fp32"}, {"ITERS": 64, "BLOCK": 128},

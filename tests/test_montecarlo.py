@@ -71,3 +71,42 @@ def test_bad_runner_inputs():
         montecarlo.run("nope", 10, 5, row_summary, seed=0)
     single = montecarlo.run("gauss", 10, 1, row_summary, seed=0)
     assert np.isnan(single["max"].sem)
+
+
+def test_run_standard_draws_the_rows_the_chapters_drew_and_refuses_another_family():
+    """Chapters 06 and 07 each defined run(name, n, r, ...) around montecarlo.run with the seed
+    [*seed, STANDARD.index(name), n]; run_standard is that helper, once, and must draw the same rows."""
+    seed, n, rows = [2605, 12697], 64, 40
+    for name in ("gauss", families.STANDARD[-1]):
+        fam = families.get(name)
+        made = []
+
+        def statistic_for(family):
+            made.append(family.name)
+            return lambda scores: {"top": scores.max(axis=1)}
+
+        got = montecarlo.run_standard(name, n, rows, statistic_for, seed)
+        want = montecarlo.run(fam, n, rows, lambda scores: {"top": scores.max(axis=1)},
+                              seed=[*seed, families.STANDARD.index(name), n], max_bytes=2**25)
+        assert made == [fam.name] and got.seed == want.seed
+        np.testing.assert_array_equal(got["top"].values, want["top"].values)
+    with pytest.raises(ValueError, match="'pareto1' is not one of critscale.families.STANDARD"):
+        montecarlo.run_standard("pareto1", n, rows, statistic_for, seed)
+
+
+def test_no_helper_is_defined_in_two_notebooks():
+    """run was defined in chapters 06 and 07, verdict (two different functions) in 04 and 12.  The two
+    window_statistic of 06 and 07 are different statistics that each page's prose names as its own."""
+    import re
+    from collections import defaultdict
+    from pathlib import Path
+
+    import jupytext
+
+    defs = defaultdict(set)
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.md")):
+        for cell in jupytext.read(path).cells:
+            if cell.cell_type == "code":
+                for name in re.findall(r"^def (\w+)\(", cell.source, flags=re.M):
+                    defs[name].add(path.name[:2])
+    assert {k: sorted(v) for k, v in defs.items() if len(v) > 1} == {"window_statistic": ["06", "07"]}

@@ -2,7 +2,7 @@
 
 One job per module:
 
-- :mod:`.env` — import ``critscale`` from the tree, choose the device (CUDA, or the CPU smoke mode);
+- :mod:`.env` — check ``critscale`` is installed, choose the device (CUDA, or the CPU smoke mode);
 - :mod:`.provenance` — device, driver, versions, commit, date, and the clocks, power and temperature;
 - :mod:`.table` — the declarative tables: kernel entry points, implementations, grids, sizes;
 - :mod:`.work` — the baselines (eager, ``torch.compile``, ``logsumexp``, SDPA) and the fields each returns;

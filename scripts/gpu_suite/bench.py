@@ -144,7 +144,7 @@ def run_bench(run, ceilings: dict) -> dict:
             "mode": run.mode, "rows": sizes.rows, "d": sizes.d,
             "grids": {g: dict(zip(("beta", "t"), (v.tolist() for v in table.grid_values(g, run.mode))))
                       for g in table.GRIDS},
-            "kinds": {k.name: {"inputs": k.inputs, "entry_points": list(k.entry_points), "legacy_id": k.legacy_id}
+            "kinds": {k.name: {"inputs": k.inputs, "entry_points": list(k.entry_points)}
                       for k in table.KINDS.values()},
             "impls": {i.name: {"fields": list(i.fields), "description": i.description,
                                "compile_mode": i.compile_mode} for i in table.IMPLS.values()},

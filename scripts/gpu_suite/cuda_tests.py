@@ -20,7 +20,7 @@ from .records import write_json
 
 
 def pytest_child(args: list[str]) -> int:
-    """Entry point of the pytest child: critscale importable from the tree, then pytest."""
+    """Entry point of the pytest child: the installed critscale checked, then pytest."""
     from .env import ensure_importable
 
     ensure_importable()

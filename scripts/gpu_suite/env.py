@@ -1,7 +1,7 @@
-"""Where the suite runs: ``critscale`` imported from the tree, the device, and the time budget.
+"""Where the suite runs: the installed ``critscale``, the device, and the time budget.
 
-A GPU machine gets a copy of the tree without an installed package, so ``critscale`` and
-``critscale.kernels`` are made importable from ``src/`` and ``kernels/`` when they are not installed.
+``critscale`` (with ``critscale.kernels``) is imported as installed: on a GPU machine the session scripts
+install the wheel carried with the tree, checked against it (``scripts/gpu_critscale_wheel.py``).
 The smoke mode (``--smoke``) runs everything at tiny sizes on the CPU with Triton's interpreter, which
 must be chosen before anything imports triton; the CUDA-only parts say why they are skipped.
 """
@@ -9,9 +9,7 @@ must be chosen before anything imports triton; the CUDA-only parts say why they 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,33 +18,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def choose_interpreter(smoke: bool) -> None:
-    """Set ``TRITON_INTERPRET`` for this process and its children (before triton is imported)."""
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != ("1" if smoke else "0"):
-        raise RuntimeError("triton was imported before the suite chose TRITON_INTERPRET; import gpu_suite first")
-    os.environ["TRITON_INTERPRET"] = "1" if smoke else "0"
+    """Triton's interpreter for the smoke mode, CUDA otherwise, for this process and its children."""
+    from critscale.triton_backend import choose
+
+    choose(interpreter=smoke)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def ensure_importable() -> str:
-    """Make ``critscale.kernels`` importable; return how it was found."""
-    try:
-        importlib.import_module("critscale.kernels")
-        return "installed package"
-    except ImportError:
-        pass
-    for name in [m for m in sys.modules if m == "critscale" or m.startswith("critscale.")]:
-        del sys.modules[name]
-    sys.path.insert(0, str(ROOT / "src"))
-    os.environ.setdefault("CRITSCALE_ROOT", str(ROOT))
-    import critscale
+    """Import ``critscale.kernels`` as installed; return where it was found.
 
-    spec = importlib.util.spec_from_file_location("critscale.kernels", ROOT / "kernels" / "__init__.py",
-                                                  submodule_search_locations=[str(ROOT / "kernels")])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["critscale.kernels"] = mod
-    spec.loader.exec_module(mod)
-    critscale.kernels = mod
-    return "source tree (src/ and kernels/ on the path)"
+    Raises :class:`ImportError` with what to do when critscale is not installed: on a GPU machine the session
+    scripts install the carried wheel (``scripts/gpu_critscale_wheel.py``), elsewhere ``pip install .``.
+    """
+    try:
+        kernels = importlib.import_module("critscale.kernels")
+    except ImportError as err:
+        raise ImportError(f"critscale.kernels cannot be imported ({err}): install critscale (`pip install .`, "
+                          "or `python3 scripts/gpu_critscale_wheel.py install .whl SITE` with SITE on PYTHONPATH)"
+                          ) from None
+    return f"installed package ({Path(kernels.__file__).parents[1]})"
 
 
 @dataclass

@@ -75,7 +75,7 @@ def family_task(name: str, fam_idx: int, plan: list, deadline: float) -> tuple[l
     """Every length of one family, in order, until ``deadline`` (epoch seconds): (results, errors)."""
     from .env import ensure_importable
 
-    ensure_importable()  # a worker process imports critscale from the tree as the parent did
+    ensure_importable()  # a worker process imports the installed critscale as the parent did
     c, x_grid = np.array(C_GRID), X_GRID
     results, errors = [], []
     for n, rows in plan:

@@ -26,13 +26,12 @@ class Kind:
     entry_points: tuple[str, ...]  # names in critscale.kernels; the first one present is called
     module: str  # critscale.kernels.<module>: its Triton kernels are the ones the counters attribute
     inputs: str
-    legacy_id: int  # the integer ``kind`` of the records written before schema 2
 
 
 KINDS = {k.name: k for k in (
-    Kind("scores", ("scores_row_stats", "row_stats"), "scores", "stored fp32 scores (rows, n)", 1),
-    Kind("qk", ("qk_row_stats",), "qk", "bf16 q (rows, d) and k (n, d), one head, non-causal", 2),
-    Kind("sampled", ("sampled_row_stats",), "sampled", "gauss rows generated in the kernel (nothing read)", 3),
+    Kind("scores", ("scores_row_stats", "row_stats"), "scores", "stored fp32 scores (rows, n)"),
+    Kind("qk", ("qk_row_stats",), "qk", "bf16 q (rows, d) and k (n, d), one head, non-causal"),
+    Kind("sampled", ("sampled_row_stats",), "sampled", "gauss rows generated in the kernel (nothing read)"),
 )}
 SAMPLED_FAMILY = "gauss"  # generated with shift 0, so the reference scores are the family's own
 SEED = 12697

@@ -192,11 +192,9 @@ def _diagnose(args, argv) -> int:
         check_text_path(args.text)
         check_codec(args.encoding, args.errors)
     nulls = _check_options(args)
-    import torch
+    from .triton_backend import choose
 
-    if not torch.cuda.is_available():
-        # Triton (imported by transformers) has no CPU backend: it needs its interpreter on CPU.
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    choose()  # before transformers imports triton
     device = check_device(args.device)
     from .diagnostic.rows import resolve_backend
 

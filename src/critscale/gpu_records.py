@@ -6,6 +6,8 @@ checks the values of that block (``validate_provenance``) before any page shows 
 from it, and ``show_gpu_record_note`` labels the result on the page, so that no reader
 mistakes a recorded GPU number for one computed by the page.  The imports of a GPU
 session (``scripts/gpu_import.py``, ``scripts/gpu_book.py import``) use the same checks.
+``load`` returns every record in the current schema: :func:`upgrade` is the one place where a file of an
+older layout (the benchmark of schema 1) is read as such; :func:`bench_rows` gives chapter 12's rows.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from numbers import Real
 from pathlib import Path
 
 from .provenance import repo_root
+
+BENCH_SCHEMA = "critscale-bench/2"
 
 # torch.cuda.get_device_name() of the accelerators a recorded run may come from.
 KNOWN_GPU = re.compile(
@@ -171,7 +175,8 @@ def validate(data: dict, name: str = "<record>", *, full_history: bool = False) 
 
 
 def load(name: str) -> dict | None:
-    """The validated ``results/gpu/<name>.json``, or ``None`` when no GPU run was recorded.
+    """The validated ``results/gpu/<name>.json`` in the current schema (:func:`upgrade`), or ``None`` when no
+    GPU run was recorded.
 
     A file that exists but fails ``validate`` is an error, never shown as data.
     """
@@ -180,7 +185,7 @@ def load(name: str) -> dict | None:
         return None
     data = loads(_read(path), f"results/gpu/{path.name}")
     validate(data, f"results/gpu/{path.name}")
-    return data
+    return upgrade(name, data)
 
 
 def validate_all(folder: Path | None = None) -> list[str]:
@@ -211,3 +216,126 @@ def show_gpu_record_note(data: dict | None, what: str) -> None:
                          "run `make gpu-results` on a CUDA machine to produce it."))
     else:
         display(Markdown(f"> **{what} (GPU result).** {describe(data)}"))
+
+
+def _work(r: dict) -> str:
+    """What a benchmark record computes: all the kernel's fields, only the fields it names, or fewer fields
+    (an upgraded schema-1 record, which named none)."""
+    if r.get("equal_work"):
+        return "all fields"
+    return "only " + ", ".join(r["fields"]) if r.get("fields") is not None else "fewer fields"
+
+
+def bench_rows(bench: dict) -> list[dict]:
+    """The rows of chapter 12's benchmark tables: one per implementation and point of a benchmark of schema 2,
+    each with the commit that timed it (``timed_at``, else the run's)."""
+    commit = bench["provenance"]["commit"]
+    names = {"grid32": r"32 \(\beta\) (ratio \(2^{1/8}\)), 64 \(t\)", "grid1": r"1 \(\beta\), 1 \(t\)",
+             "grid32-geo": r"32 \(\beta\) (ratio 1.25), 64 \(t\)"}
+    shorts = {"grid32": r"32 \(\beta\)", "grid1": r"1 \(\beta\)", "grid32-geo": r"32 \(\beta\), ratio 1.25"}
+    out = []
+    for r in bench["records"]:
+        t = r.get("time_ms") or {}
+        fl = r.get("floors") or {}
+        err = (r.get("error_vs_float64") or {}).get("log_z") or (r.get("error_vs_float64") or {}).get("lse") or {}
+        out.append({"kind": r["kind"], "grid": names.get(r["grid"], r["grid"]),
+                    "grid_short": shorts.get(r["grid"], r["grid"]), "n": r["n"], "rows": r["rows"],
+                    "impl": r["impl"], "work": _work(r),
+                    "time_ms": t.get("median"), "q25": t.get("q25"), "q75": t.get("q75"),
+                    "kernel_ms": (r.get("kernel_time") or {}).get("ms"), "floor": fl.get("largest"),
+                    "floor_ms": 1e3 * fl["floor_s"] if fl.get("floor_s") else None, "err_log_z": err.get("max_rel"),
+                    "timed_at": r.get("timed_at") or commit, "timing": t.get("method"),
+                    "peak_extra_bytes": r.get("peak_extra_bytes"),
+                    "status": r["status"]})
+    return out
+
+
+# ------------------------------------------------------------------ the one upgrade path
+def upgrade(name: str, data: dict) -> dict:
+    """``data`` of ``results/gpu/<name>.json`` in the current schema: a benchmark written before schemas
+    (schema 1) is upgraded to :data:`BENCH_SCHEMA` (:func:`_bench_from_schema_1`); anything else is returned
+    as it is.  Every reader gets records through :func:`load`, so no page reads an old layout."""
+    if name.startswith("kernels_bench") and data.get("schema") is None:
+        return _bench_from_schema_1(data, f"results/gpu/{name}.json")
+    return data
+
+
+# The kinds 1, 2, 3 and the implementation names of schema 1.
+_KIND_NAMES_1 = {1: "scores", 2: "qk", 3: "sampled"}
+_IMPLS_1 = {"triton": "kernel", "triton (1 beta, 1 threshold)": "kernel",
+            "triton (fp32 inputs)": "kernel (fp32 inputs)", "torch.compile": "compile"}
+
+
+def _floors_1(r: dict, setup: dict, ceil: dict) -> dict:
+    """Seconds per floor of a schema-1 record, from that run's own count of the algorithm (one exp2 per score
+    and beta, one FFMA counted as one instruction) and its measured ceilings."""
+    nb = 1 if "1 beta" in r["impl"] else setup["n_beta"]
+    scores = r["rows"] * r["n"]
+    gen = 6 * scores if r["kind"] == 3 else 0  # lg2, sqrt, cos per generated Gaussian, in each of two passes
+    fl = {"mufu": (scores * nb + gen) / ceil["exp2_per_s"], "fma": 4 * scores * nb / (ceil["fp32_fma_flops"] / 2)}
+    if r["kind"] == 1:
+        fl["hbm"] = 4 * scores / ceil["copy_bandwidth_Bps"]
+    if r["kind"] == 2:
+        fl["tensor"] = 2 * scores * setup["d"] / ceil["bf16_matmul_flops"]
+    return fl
+
+
+def _protocol_note_1(data: dict) -> str:
+    """What the page says of a schema-1 benchmark: its protocol, against the current one."""
+    prov = data["provenance"]
+    earlier = (data["setup"].get("partial_rerun") or {}).get("earlier_provenance")
+    kept = sum(1 for r in data["records"] if r.get("kept_from_earlier_run")
+               and (earlier or {}).get("commit", "an earlier run") != prov["commit"])
+    reps = [int(m.group(1)) for r in data["records"] if (m := re.search(r"median of (\d+)", r.get("timing") or ""))]
+    text = ("The recorded benchmark was written by an older version of the script and of the kernels (it calls "
+            "scores, qk and sampled kinds 1, 2 and 3), before this protocol. ")
+    if kept and earlier:
+        text += (f"Its {len(data['records']) - kept} kernel rows were timed in that run; its {kept} eager and "
+                 "torch.compile rows were kept from an earlier run (both commits are in the provenance box), so its "
+                 "ratios compare two runs at two commits. ")
+    text += ("Its baselines computed fewer fields than the kernels (no second-largest score, no minimum, no NaN check, "
+             "no finishing step or bracket), ")
+    if reps:
+        text += f"calls over 40 ms were timed as the median of as few as {min(reps)} CUDA-event timings, "
+    text += ("and it recorded no running clocks, power or temperature and no counters. "
+             "Its 32 β were geometric from 0.05 to 50 (ratio 1.25), a grid without doubling pairs. "
+             "The floors of the full table are those of its own count of the algorithm (one exp2 per score and β, "
+             "one FFMA counted as one instruction), not of the compiled code.")
+    return text
+
+
+def _bench_from_schema_1(data: dict, name: str) -> dict:
+    """A schema-1 benchmark in :data:`BENCH_SCHEMA`: kinds and implementations by name, the grids as ``grid1``
+    and ``grid32-geo`` (its 32 geometric betas), each time as a median with its method, the floors of that run's
+    own count, the commit that timed each row, and the run's protocol and memory notes in ``setup``.
+    ``GpuRecordError`` when the file is not of that layout."""
+    try:
+        setup, ceil, prov = data["setup"], data["ceilings"], dict(data["provenance"])
+        if (setup["n_beta"], setup["n_t"]) != (32, 64):
+            raise GpuRecordError(f"{name}: a schema-1 grid of {setup['n_beta']} betas and {setup['n_t']} "
+                                 "thresholds, not the 32 and 64 of its runs")
+        earlier = (setup.get("partial_rerun") or {}).get("earlier_provenance") or {}
+        earlier_commit = earlier.get("commit", "an earlier run")
+        records = []
+        for r in data["records"]:
+            fl = _floors_1(r, setup, ceil)
+            largest = max(fl, key=fl.get)
+            impl = _IMPLS_1.get(r["impl"], r["impl"])
+            records.append({
+                "kind": _KIND_NAMES_1[r["kind"]], "grid": "grid1" if "1 beta" in r["impl"] else "grid32-geo",
+                "n": r["n"], "rows": r["rows"], "impl": impl, "equal_work": impl.startswith("kernel"), "fields": None,
+                "status": "ok" if r["time_ms"] else (r.get("error") or "no time"),
+                "time_ms": {"median": r["time_ms"], "method": r["timing"]},
+                "floors": {"largest": largest, "floor_s": fl[largest]},
+                "peak_extra_bytes": r.get("peak_extra_bytes"),
+                "timed_at": earlier_commit if r.get("kept_from_earlier_run") else prov["commit"]})
+        clock = re.search(r"(\d+) MHz", prov.get("nvidia_smi", ""))
+        if prov.get("max_sm_clock_mhz") is None and clock:  # nvidia-smi's clocks.max.sm
+            prov["max_sm_clock_mhz"] = float(clock.group(1))
+        notes = {"protocol_note": _protocol_note_1(data),
+                 "memory_note": "qk grew with n because, at that commit, the snap distance took the key norms from an "
+                                "fp32 copy of K; the current code uses a chunked pass instead."}
+    except (KeyError, TypeError) as err:
+        raise GpuRecordError(f"{name}: not a benchmark of schema 1 either (field {err})") from None
+    return {**data, "schema": BENCH_SCHEMA, "upgraded_from": 1, "setup": {**setup, **notes}, "provenance": prov,
+            "records": records}

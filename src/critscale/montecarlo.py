@@ -23,9 +23,9 @@ from typing import Any, Callable, Mapping, Sequence, Union
 import numpy as np
 
 from ._validate import as_integer, as_seed
-from .families import Family, get
+from .families import STANDARD, Family, get
 
-__all__ = ["Estimate", "MonteCarloResult", "run", "block_rows"]
+__all__ = ["Estimate", "MonteCarloResult", "run", "run_standard", "block_rows"]
 
 Seed = Union[int, Sequence[int]]
 
@@ -153,3 +153,16 @@ def run(family: Union[str, Family], n: int, rows: int,
             collected.setdefault(key, []).append(arr)
     estimates = {key: _estimate(np.concatenate(parts, axis=0)) for key, parts in collected.items()}
     return MonteCarloResult(family=fam.name, n=n, rows=rows, seed=seeds, estimates=estimates)
+
+
+def run_standard(name: str, n: int, rows: int, statistic_for: Callable[[Family], Callable], seed: Sequence[int],
+                 max_bytes: int = 2**25) -> MonteCarloResult:
+    """:func:`run` for a family of :data:`critscale.families.STANDARD`, seeded as the chapters seed it.
+
+    ``statistic_for(family)`` makes the statistic; the rows are drawn with seed ``[*seed, f, n]``, ``f`` the
+    family's position in ``STANDARD`` (docs/theory.md §B), so a family keeps its rows whatever else a page runs.
+    """
+    if name not in STANDARD:
+        raise ValueError(f"family {name!r} is not one of critscale.families.STANDARD: {', '.join(STANDARD)}")
+    family = get(name)
+    return run(family, n, rows, statistic_for(family), seed=[*seed, STANDARD.index(name), n], max_bytes=max_bytes)

@@ -1,7 +1,7 @@
 """The map of the book's results: each result's label, the chapter that states it, the functions that
-implement it and the tests that check it, read from the table in the package docstring (``critscale.__doc__``).
+implement it (relative to ``critscale``) and the tests that check it (``file.py::test_name`` in ``tests/``).
 
-The docstring is the one place the map is written; ``tests/test_results_table.py`` checks it against the
+:data:`RESULTS` is the one place the map is written; ``tests/test_results_table.py`` checks it against the
 chapters and the tests, and the book's reproducibility page prints it.
 """
 
@@ -18,31 +18,132 @@ class Result:
     tests: tuple[str, ...]      # "file.py::test_name" in tests/
 
 
-def results(doc: str | None = None) -> list[Result]:
-    """The rows of the results table of ``doc`` (default ``critscale.__doc__``), continuation lines merged.
+RESULTS: tuple[Result, ...] = (
+    Result("def-01-gaps", "01",
+           ("sorted_gaps", "gap_counts"),
+           ("test_gaps.py::test_against_brute_force", "test_gaps.py::test_sorted_gaps_layout")),
+    Result("def-01-softmax", "01",
+           ("softmax_stats",),
+           ("test_softmax.py::test_against_loops_and_scipy",)),
+    Result("def-01-kappa", "01",
+           ("accumulation_scale", "legendre_transform"),
+           ("test_gaps.py::test_against_brute_force", "test_gaps.py::test_documented_conventions")),
+    Result("prop-01-invariances", "01",
+           ("accumulation_scale", "in_units", "softmax_stats"),
+           ("test_properties.py::test_scale_covariance_of_kappa_and_softmax",
+            "test_gaps.py::test_in_units_rescales_kappa_and_softmax",
+            "test_properties.py::test_entropy_non_increasing_and_max_weight_non_decreasing",
+            "test_gaps.py::test_elementary_bounds_on_family_rows")),
+    Result("lem-01-laplace", "01",
+           ("gap_counts", "softmax_stats"),
+           ("test_properties.py::test_laplace_stieltjes_identity",)),
+    Result("def-02-legendre", "02",
+           ("legendre_transform",),
+           ("test_gaps.py::test_against_brute_force",)),
+    Result("lem-02-lambda-zero", "02",
+           ("legendre_transform", "bounds.spreading_bounds"),
+           ("test_gaps.py::test_lemma1_legendre_vanishes_exactly_above_kappa",
+            "test_bounds.py::test_spreading_bounds_reproduce_chapter_03_and_lemma1")),
+    Result("thm-02-sandwich", "02",
+           ("bounds.free_energy_bounds",),
+           ("test_bounds.py::test_free_energy_bounds", "test_properties.py::test_theorem1_free_energy_sandwich")),
+    Result("cor-02-width", "02",
+           ("bounds.sandwich_width_bound",),
+           ("test_bounds.py::test_sandwich_width_bound",)),
+    Result("thm-03-collapse", "03",
+           ("bounds.collapse_bounds",),
+           ("test_bounds.py::test_collapse_bounds", "test_properties.py::test_theorem2_supercritical_collapse")),
+    Result("thm-03-spreading", "03",
+           ("bounds.spreading_bounds",),
+           ("test_bounds.py::test_spreading_bounds", "test_properties.py::test_theorem3_subcritical_spreading")),
+    Result("cor-03-dispersion", "03",
+           ("bounds.dispersion_bounds",),
+           ("test_bounds.py::test_dispersion_bounds",)),
+    Result("def-04-operational", "04",
+           ("beta_at_max_weight", "beta_at_entropy"),
+           ("test_roots.py::test_max_weight_root_matches_brentq",
+            "test_roots.py::test_entropy_root_matches_brentq",
+            "test_roots.py::test_roots_agree_with_mpmath_on_near_ties_and_extreme_gaps")),
+    Result("cor-04-critical-scale", "04",
+           ("bounds.critical_scale_bounds",),
+           ("test_bounds.py::test_critical_scale_bounds",)),
+    Result("cor-04-brackets", "04",
+           ("bounds.beta_half_bracket", "bounds.beta_entropy_bracket"),
+           ("test_bounds.py::test_beta_half_bracket",
+            "test_bounds.py::test_beta_entropy_bracket",
+            "test_properties.py::test_corollaries_4_and_5")),
+    Result("prop-05-ladder", "05",
+           ("families.Family.kappa_bar", "families.Family.law", "fitting.bootstrap_slope"),
+           ("test_families.py::test_kappa_bar_closed_forms",
+            "test_families.py::test_kappa_bar_is_the_hazard_at_the_quantile",
+            "test_fitting.py::test_bootstrap_slope_covers_the_true_slope")),
+    Result("rem-05-quantile-row", "05",
+           ("quantile_rows.quantile_row", "quantile_rows.quantile_row_scale"),
+           ("test_quantile_rows.py::test_quantile_row_entries",
+            "test_quantile_rows.py::test_quantile_row_scale_closed_forms",
+            "test_quantile_rows.py::test_quantile_row_scale_of_planted_rows_against_brute_force")),
+    Result("thm-06-gumbel", "06",
+           ("limits.gumbel_gaps",
+            "limits.kappa_limit_samples",
+            "limits.pd_collision",
+            "limits.pd_entropy",
+            "limits.poisson_limit_stats",
+            "limits.coupled_limit_scores",
+            "limits.expansion_parameter",
+            "limits.window_summaries",
+            "extrapolation.extrapolate"),
+           ("test_limits_rules.py::test_limit_gap_laws",
+            "test_limits_rules.py::test_kappa_limit_samples_against_loop",
+            "test_limits_rules.py::test_poisson_dirichlet_closed_forms",
+            "test_limits_rules.py::test_gumbel_limit_simulation_matches_poisson_dirichlet",
+            "test_limits_rules.py::test_coupled_limit_scores",
+            "test_limits_rules.py::test_expansion_parameter",
+            "test_extrapolation.py::test_standard_error_covers_the_truth_at_the_nominal_rate",
+            "test_limits_rules.py::test_window_summaries")),
+    Result("prop-06-stretched", "06",
+           ("families.ptail", "limits.window_summaries"),
+           ("test_chapter_06.py::test_stretched_tail_misses_the_poisson_dirichlet_value_between_1_and_1_over_p",
+            "test_chapter_06.py::test_stretched_tail_weight_sits_in_the_bulk",
+            "test_families.py::test_hazard_flag_matches_the_hazard_along_the_top")),
+    Result("thm-07-weibull", "07",
+           ("limits.weibull_gaps", "limits.poisson_limit_stats", "limits.coupled_limit_scores"),
+           ("test_limits_rules.py::test_limit_gap_laws",
+            "test_limits_rules.py::test_weibull_limit_matches_uniform_rows",
+            "test_limits_rules.py::test_coupled_limit_scores")),
+    Result("thm-08-planted", "08",
+           ("families.planted",
+            "families.simplex",
+            "planted.kappa_deterministic",
+            "planted.z_lln",
+            "planted.collision_lln",
+            "planted.midpoint_lln",
+            "planted.simplex_collision_lln"),
+           ("test_families.py::test_planted_rows_have_their_gap",
+            "test_families.py::test_exact_simplex_kappa_equals_kappa_bar",
+            "test_planted.py::test_kappa_deterministic",
+            "test_planted.py::test_z_lln",
+            "test_planted.py::test_collision_lln",
+            "test_planted.py::test_midpoint_lln",
+            "test_planted.py::test_simplex_collision_lln")),
+    Result("prop-09-legendre", "09",
+           ("profiles.entropy_profile_limit", "profiles.legendre_point", "profiles.annealed_profile"),
+           ("test_profiles.py::test_entropy_profile_limit",
+            "test_profiles.py::test_profile_is_the_legendre_point_of_the_smooth_gap_count",
+            "test_profiles.py::test_legendre_point_against_brute_force",
+            "test_profiles.py::test_annealed_profile_against_quadrature",
+            "test_profiles.py::test_annealed_profile_expansions")),
+    Result("prop-10-rules", "10",
+           ("rules.su_mean_field_entropy", "rules.drift", "rules.loglog_exponent", "rules.RULES"),
+           ("test_limits_rules.py::test_su_mean_field_entropy_on_step_rows",
+            "test_limits_rules.py::test_rules_audit_numbers_of_theory",
+            "test_limits_rules.py::test_loglog_exponent_of_known_laws",
+            "test_limits_rules.py::test_rules_values")),
+    Result("prop-11-crossover", "11",
+           ("crossover.sphere_gauss_ratio", "crossover.crossover_scaling_limit"),
+           ("test_crossover.py::test_sphere_gauss_ratio", "test_crossover.py::test_crossover_scaling_limit")),
+)
 
-    The table is a reStructuredText simple table of four columns; a row whose first cell is empty continues
-    the row above.  Raises ``ValueError`` when ``doc`` holds no such table.
-    """
-    if doc is None:
-        import critscale
 
-        doc = critscale.__doc__ or ""
-    lines = doc.splitlines()
-    borders = [i for i, line in enumerate(lines) if line.startswith("====")]
-    if len(borders) != 3:
-        raise ValueError(f"the results table needs three border lines, found {len(borders)}")
-    starts = [i for i, ch in enumerate(lines[borders[0]]) if ch == "=" and (i == 0 or lines[borders[0]][i - 1] == " ")]
-    if len(starts) != 4:
-        raise ValueError(f"the results table needs four columns, found {len(starts)}")
-    rows: list[list] = []
-    for line in lines[borders[1] + 1:borders[2]]:
-        cells = [line[start:(starts[k + 1] if k + 1 < len(starts) else None)].strip()
-                 for k, start in enumerate(starts)]
-        if cells[0]:
-            rows.append([cells[0], cells[1], [], []])
-        elif not rows:
-            raise ValueError("the results table starts with a continuation line")
-        rows[-1][2] += [f.strip() for f in cells[2].split(",") if f.strip()]
-        rows[-1][3] += [t.strip() for t in cells[3].split(",") if t.strip()]
-    return [Result(label, chapter, tuple(functions), tuple(tests)) for label, chapter, functions, tests in rows]
+def results() -> list[Result]:
+    """Every result of the book, in the order of the chapters."""
+    return list(RESULTS)
