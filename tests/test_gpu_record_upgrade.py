@@ -59,8 +59,8 @@ def describe_legacy(bench, recs):
     earlier = (bench["setup"].get("partial_rerun") or {}).get("earlier_provenance")
     kept = int((recs.timed_at != prov["commit"]).sum())
     reps = [int(m) for m in recs.timing.str.extract(r"median of (\d+)")[0].dropna()]
-    text = ("The recorded benchmark was written by an older version of the script and of the kernels (it calls "
-            "scores, qk and sampled kinds 1, 2 and 3), before this protocol. ")
+    text = ("The recorded benchmark was written by an older version of the script and of the kernels, "
+            "before this protocol. ")
     if kept and earlier:
         text += (f"Its {len(recs) - kept} kernel rows were timed in that run; its {kept} eager and torch.compile rows were "
                  "kept from an earlier run (both commits are in the provenance box), so its ratios compare two runs at "

@@ -287,8 +287,8 @@ def _protocol_note_1(data: dict) -> str:
     kept = sum(1 for r in data["records"] if r.get("kept_from_earlier_run")
                and (earlier or {}).get("commit", "an earlier run") != prov["commit"])
     reps = [int(m.group(1)) for r in data["records"] if (m := re.search(r"median of (\d+)", r.get("timing") or ""))]
-    text = ("The recorded benchmark was written by an older version of the script and of the kernels (it calls "
-            "scores, qk and sampled kinds 1, 2 and 3), before this protocol. ")
+    text = ("The recorded benchmark was written by an older version of the script and of the kernels, "
+            "before this protocol. ")
     if kept and earlier:
         text += (f"Its {len(data['records']) - kept} kernel rows were timed in that run; its {kept} eager and "
                  "torch.compile rows were kept from an earlier run (both commits are in the provenance box), so its "
