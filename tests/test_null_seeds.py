@@ -77,3 +77,12 @@ def test_a_diagnosis_without_a_null_plan_is_refused_in_one_line(diag):
         pipeline.with_null_seed(diag, 1.5)
     with pytest.raises(ValueError, match="not a heads record"):
         calibration.from_heads_record({"format": "something else"})
+
+
+def test_without_intervals_nothing_is_redrawn_and_nothing_is_claimed(diag):
+    """Too few windows for intervals: no head can be flagged or decided, so the agreement is not measured (no
+    vacuous 100%) and no null is drawn (the bare diagnosis has no plan: a redraw would raise)."""
+    bare = pipeline.Diagnosis(diag.heads, *[pd.DataFrame()] * 4, meta={**diag.meta, "intervals": False})
+    agreement = calibration.null_seed_agreement(bare, 9)
+    assert agreement["tested"] is False and np.isnan(agreement["share"]) and agreement["seeds"] == [5, 9]
+    assert calibration.agreement_sentence("M", agreement).startswith("M: not measured in this build")

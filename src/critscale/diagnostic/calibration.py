@@ -144,7 +144,15 @@ def seed_agreement(first: pipeline.Diagnosis, second: pipeline.Diagnosis, confid
 
 def null_seed_agreement(diag: pipeline.Diagnosis, seed: int, confidence: float = 0.95) -> dict:
     """:func:`seed_agreement` of ``diag`` and its heads read against the nulls of ``seed`` (the model is not read
-    again, :func:`.pipeline.with_null_seed`), with the seconds the second null stage took."""
+    again, :func:`.pipeline.with_null_seed`), with the seconds the second null stage took.
+
+    A diagnosis without intervals (too few windows) flags and decides no head whatever the seed: nothing is
+    redrawn, and the result says it measured nothing (``tested`` false, NaN share)."""
+    if not diag.meta.get("intervals", True):
+        heads = len(diag.heads)
+        return {"heads": heads, "same_flag": heads, "same_rule": heads, "same": heads, "share": math.nan,
+                "low": math.nan, "high": math.nan, "confidence": confidence, "flagged": 0, "decided": 0,
+                "seeds": [int(diag.meta["seed"]), int(seed)], "tested": False, "null_seconds": 0.0}
     other = pipeline.with_null_seed(diag, seed)
     return {**seed_agreement(diag, other, confidence), "null_seconds": other.meta["null_seconds"]}
 

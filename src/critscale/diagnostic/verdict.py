@@ -43,7 +43,6 @@ def _cells(entry: dict, words: dict) -> dict:
     plurality = entry["rule_counts"].get(entry["plurality"], 0)
     cells = {"rule": words[entry["rule"]], "plurality": words[entry["plurality"]],
              "heads": f"{plurality}/{entry['rule_heads']}" if entry["rule_heads"] else "0/0",
-             "decided": f"{entry['rule_heads']}/{entry['rule_heads'] + entry['rule_undecided']}",
              "share": interval(entry["rule_share"], entry["rule_share_low"], entry["rule_share_high"]),
              "gamma": interval(entry["gamma"], entry["gamma_low"], entry["gamma_high"]),
              "excluded": str(entry["heads_excluded"]), "rule_undefined": str(entry["rule_undefined"])}
