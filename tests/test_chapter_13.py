@@ -233,3 +233,9 @@ def test_two_null_seeds_agree_or_the_page_says_it_measured_nothing(page, params)
             continue
         assert page[f"{key}_seed_tested"] is True
         assert page[f"{key}_seed_share"] >= SEED_AGREEMENT, key
+
+
+def test_gemma_layer_kinds_are_counted_from_its_configuration(page):
+    """The prose's counts of Gemma 3's sliding-window and global layers are glued from its configuration (15 and 3
+    of its 18 layers), not typed."""
+    assert (page["second_sliding_layers"], page["second_global_layers"]) == (15, 3)

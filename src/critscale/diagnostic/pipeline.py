@@ -6,6 +6,9 @@ of queries and keys, prefix design) differ only in their source of q and k; all 
 :func:`diagnose_source`, which reads every head's rows, reads the null heads over the same design
 (:mod:`.nulls`) with the same code, summarises every unit (:mod:`.summary`) and returns a
 :class:`Diagnosis`.  Writing it is the report stage (:mod:`.report`).
+The null stage (:func:`read_nulls`) depends on the heads only through a :class:`NullPlan` (design, head
+dimension, windows, logit spread), which the diagnosis keeps: :func:`with_null_seed` redraws its nulls
+from another seed without reading the model again.
 """
 
 from __future__ import annotations
