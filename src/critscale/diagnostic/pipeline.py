@@ -52,8 +52,8 @@ class Diagnosis:
     meta: dict = field(default_factory=dict)
     replicates: pd.DataFrame | None = None  # the null distribution: one line per subset of null windows (:mod:`.inference`)
     gamma_replicates: pd.DataFrame | None = None  # per head (index: unit), gamma's window-bootstrap slopes (columns: replicate)
-    head_records: list[dict] | None = None  # the heads' summaries before the audit beside the nulls
-    plan: "NullPlan | None" = None  # what the null stage read, all but its seed (see with_null_seed)
+    head_records: list[dict] | None = field(default=None, repr=False)  # the heads' summaries before the audit
+    plan: "NullPlan | None" = field(default=None, repr=False)  # what the null stage read but its seed (with_null_seed)
 
 
 def _concatenate(chunks: list[dict]) -> dict:
