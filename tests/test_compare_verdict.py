@@ -11,6 +11,7 @@ import pytest
 
 from critscale.diagnostic import compare, diagnose_qk
 from critscale.diagnostic.schedule import layer_schedule
+from critscale.diagnostic.verdict import RULE_BOOK
 
 
 @pytest.fixture(scope="module")
@@ -26,11 +27,38 @@ def test_verdict_table_has_each_layer_the_model_and_the_null(diag):
     table = compare.verdict_table(diag)
     assert list(table["layer"]) == ["0", "1", "all", "Gaussian null"]
     schedule = layer_schedule(diag)
-    for row, entry in zip(table.itertuples(index=False), schedule.layers + [schedule.model]):
-        assert row[2] == entry["rule"]
+    for (_, row), entry in zip(table.iterrows(), schedule.layers + [schedule.model]):
+        assert row["rule"] == RULE_BOOK[entry["rule"]]
+        assert row[compare.DECIDED_COLUMN] == entry["rule_heads"]
         g, lo, hi = entry["growth"][8]
-        assert table.loc[table["layer"] == row[0], compare.GROWTH_COLUMN.format(k=8)].item() == \
-            compare._interval(g, lo, hi, 3)
+        assert row[compare.GROWTH_COLUMN.format(k=8)] == compare._interval(g, lo, hi, 3)
+
+
+def test_the_reader_never_sees_yarn_for_the_constant_rule_nor_a_code_name(diag):
+    """The rule that keeps beta constant reads "constant beta" in every table and sentence (YaRN's factor grows
+    with the length, chapter 14); the null table names each null by its reader name, not gauss_qk or ptail1."""
+    from critscale.diagnostic.verdict import RULE_HTML, RULE_WORDS
+    from critscale.diagnostic.nulls import NULLS
+
+    for words in (RULE_BOOK, RULE_HTML, RULE_WORDS):
+        assert "yarn" not in words["none/yarn"].lower() and "constant" in words["none/yarn"]
+    table = compare.verdict_table(diag)
+    assert not table.astype(str).apply(lambda c: c.str.contains("yarn|sqrt_2_log_n|ssmax/", case=False)).any().any()
+    nulls = compare.nulls_table(diag)
+    assert list(nulls["null"]) == ["Gaussian null"]
+    names = [compare.null_name(u) for u in NULLS]
+    assert len(set(names)) == len(NULLS)  # "planted" is its own reader name; every other null's differs from its code
+    assert all(name != unit for unit, name in zip(NULLS, names) if unit != "planted")
+    assert compare.null_name("ptail1") == "exponential" and compare.null_name("sphere9") == "sphere S⁸"
+
+
+def test_verdict_sentence_gives_the_share_of_the_decided_heads(diag):
+    """The sentence names its denominator: the heads decided for a rule, with the undecided ones counted apart."""
+    v = {**compare.verdict_numbers(diag), "decided": 4, "undecided": 6, "heads": 10, "share": 0.75,
+         "share_low": 0.19, "share_high": 0.99, "plurality": RULE_BOOK["ssmax/entropy_invariant"]}
+    sentence = compare.verdict_sentence("Model A", v)
+    assert "holds 75 [19, 99] % of the 4 heads decided for a rule; 6 of the 10 heads are undecided" in sentence
+    assert "no head is decided for a rule" in compare.verdict_sentence("Model A", {**v, "decided": 0})
 
 
 def test_verdict_numbers_are_the_schedules_and_the_nulls(diag):

@@ -22,7 +22,7 @@ import torch
 from critscale.diagnostic import laws, pipeline, summary
 from critscale.diagnostic.design import make_design
 from critscale.diagnostic.rows import BETA_GRID
-from critscale.diagnostic.schedule import (RULE_CHOICES, Schedule, ScheduleError, growth_ratio, layer_schedule,
+from critscale.diagnostic.schedule import (DECIDED_RULES, Schedule, ScheduleError, growth_ratio, layer_schedule,
                                            paired_median, rule_verdict)
 from critscale.diagnostic.windows import ArraySource
 
@@ -99,15 +99,20 @@ def test_growth_recovers_the_gamma_built_in(synthetic):
 
 
 def test_the_layer_rule_and_its_share(synthetic):
-    """Nine heads a layer: 8 of 9 on one rule is decided, 6 of 9 against 3 of 9 is not; the model's 14 of 18 is."""
+    """Nine heads a layer.  The first: 8 decided for one rule and 1 undecided, so the share is over the 8 decided
+    heads (8 of 8, not 8 of 9: an undecided head backs no rule) and the rule is decided; the second: 6 of 9 against
+    3 of 9 is not; the model's 14 of 17 decided is."""
     _, schedule = synthetic
     first, second = schedule.layers
-    assert first["rule"] == "sqrt_2_log_n" and first["rule_share"] == pytest.approx(8 / 9)
-    assert first["rule_share_low"] == pytest.approx(0.5175, abs=1e-4)  # Clopper-Pearson 95%, 8 of 9
-    assert first["rule_shares"]["undecided"][2] == pytest.approx(0.4825, abs=1e-4)  # 1 of 9: below 0.5175
+    assert first["rule"] == "sqrt_2_log_n" and first["rule_share"] == pytest.approx(1.0)
+    assert first["rule_heads"] == 8 and first["rule_undecided"] == 1 and first["rule_undefined"] == 0
+    assert first["rule_share_low"] == pytest.approx(0.6306, abs=1e-4)  # Clopper-Pearson 95%, 8 of 8
+    assert first["rule_shares"]["none/yarn"][2] == pytest.approx(0.3694, abs=1e-4)  # 0 of 8: below 0.6306
+    assert "undecided" not in first["rule_shares"]  # not a rule: it has no share
     assert second["rule"] == "undecided" and second["plurality"] == "sqrt_2_log_n"
     assert second["rule_share_low"] < second["rule_shares"]["none/yarn"][2]  # 6 of 9 meets 3 of 9
-    assert schedule.model["rule"] == "sqrt_2_log_n" and schedule.model["rule_heads"] == 2 * HEADS
+    assert schedule.model["rule"] == "sqrt_2_log_n" and schedule.model["rule_heads"] == 2 * HEADS - 1
+    assert schedule.model["rule_share"] == pytest.approx(14 / 17)
 
 
 def test_factor_is_one_up_to_the_length_read_and_grows_beyond(synthetic):
@@ -221,9 +226,10 @@ def test_a_layer_of_identical_heads_has_the_interval_of_one(synthetic):
 
 @pytest.mark.parametrize("counts, rule", [
     ({"sqrt_2_log_n": 9}, "sqrt_2_log_n"),
-    ({"sqrt_2_log_n": 8, "undecided": 1}, "sqrt_2_log_n"),  # [0.518, 0.997] above [0.003, 0.482]
+    ({"sqrt_2_log_n": 8, "undecided": 1}, "sqrt_2_log_n"),  # 8 of 8 decided: [0.631, 1] above [0, 0.369]
     ({"sqrt_2_log_n": 7, "none/yarn": 2}, "undecided"),  # [0.400, 0.972] meets [0.028, 0.600]
     ({"ssmax/entropy_invariant": 3, "none/yarn": 3}, "undecided"),  # a tie
+    ({"undecided": 5}, "undecided"),  # no head decided: no share, no rule
     ({"undefined": 4}, "undefined"),
 ])
 def test_rule_verdict(counts, rule):
@@ -231,10 +237,21 @@ def test_rule_verdict(counts, rule):
     verdict = rule_verdict(rules)
     assert verdict["rule"] == rule
     assert verdict["rule_undefined"] == counts.get("undefined", 0) + 1
-    assert verdict["rule_heads"] == len(rules) - verdict["rule_undefined"]
-    assert set(verdict["rule_shares"]) == set(RULE_CHOICES)
+    assert verdict["rule_undecided"] == counts.get("undecided", 0)
+    assert verdict["rule_heads"] == len(rules) - verdict["rule_undefined"] - verdict["rule_undecided"]
+    assert set(verdict["rule_shares"]) == set(DECIDED_RULES)
     with pytest.raises(ScheduleError, match="unknown head rule"):
         rule_verdict(["sqrt(2 log n)"])
+
+
+def test_the_share_is_over_the_decided_heads():
+    """3 heads decided for s log n, 1 for sqrt(2 log n), 6 undecided: the most frequent rule is s log n with 3 of the
+    4 decided heads (0.75), not "undecided" with 6 of 10, nor s log n with 3 of 10 (the old denominator, which
+    counted undecided heads as heads with a rule)."""
+    verdict = rule_verdict(["ssmax/entropy_invariant"] * 3 + ["sqrt_2_log_n"] + ["undecided"] * 6)
+    assert verdict["plurality"] == "ssmax/entropy_invariant" and verdict["rule_heads"] == 4
+    assert verdict["rule_share"] == pytest.approx(0.75)
+    assert verdict["rule"] == "undecided"  # 3 of 4: [0.194, 0.994] meets 1 of 4's [0.006, 0.806]
 
 
 @pytest.fixture(scope="module")

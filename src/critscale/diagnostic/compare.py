@@ -20,6 +20,7 @@ from .pipeline import Diagnosis
 from .report import REGIMES
 from .schedule import MULTIPLES, growth_ratio, layer_schedule
 from .summary import BEYOND_Z, REFERENCE_NULL  # noqa: F401  (BEYOND_Z: the |t| of one comparison, for pages)
+from .verdict import RULE_BOOK
 
 
 def _reference(diag: Diagnosis, required: bool = True) -> pd.Series | None:
@@ -157,11 +158,30 @@ NULL_CONSTRUCTIONS = {
 """The construction of each null (:data:`.nulls.NULLS`), with its maths typeset for the book's table."""
 
 
+QK_NULL_NAMES = {"gauss_qk": "Gaussian null", "sink_qk": "sink null"}
+"""Reader names of the nulls that go through the q/k stage (the row nulls are named after their family)."""
+
+
+def null_name(unit: str) -> str:
+    """The reader name of a null (:data:`.nulls.NULLS`): its family's (:func:`critscale.reader_names.reader_name`),
+    or for a q/k null :data:`QK_NULL_NAMES`'."""
+    from critscale.reader_names import reader_name
+
+    from .nulls import NULLS
+
+    if unit in QK_NULL_NAMES:
+        return QK_NULL_NAMES[unit]
+    if unit not in NULLS or NULLS[unit].family is None:
+        raise ValueError(f"unknown null {unit!r}: no reader name")
+    return reader_name(NULLS[unit].family)
+
+
 def nulls_table(diag: Diagnosis) -> pd.DataFrame:
-    """The null heads of a diagnosis: construction, law by construction and law read, shares, gamma, exact slope."""
+    """The null heads of a diagnosis by reader name: construction, law by construction and law read, shares, gamma,
+    exact slope."""
     n = diag.nulls
     return pd.DataFrame({
-        "null": n["unit"], "construction": [NULL_CONSTRUCTIONS[u] for u in n["unit"]], "law by construction": n["known_law"],
+        "null": [null_name(u) for u in n["unit"]], "construction": [NULL_CONSTRUCTIONS[u] for u in n["unit"]], "law by construction": n["known_law"],
         "law read": n["law"], "step rows": n["rows_step"], "power rows": n["rows_power"],
         "\\(\\gamma\\) [95%]": [f"{g:.2f} [{lo:.2f}, {hi:.2f}]" for g, lo, hi in
                                 zip(n["gamma"], n["gamma_low"], n["gamma_high"])],
@@ -271,11 +291,16 @@ def _interval(value: float, low: float, high: float, digits: int = 2) -> str:
 GROWTH_COLUMN = "\\(\\beta\\) x at {k}T [95%]"
 
 
+SHARE_COLUMN = "most frequent rule: share of the decided heads [95%]"
+DECIDED_COLUMN = "decided heads"
+
+
 def _verdict_row(label: str, entry: dict) -> dict:
     share = entry["rule_share"]
-    row = {"layer": label, "heads": entry["heads"], "rule": entry["rule"],
-           "plurality: share of heads [95%]": (f"{entry['plurality']}: "
-                                               + _interval(share, entry["rule_share_low"], entry["rule_share_high"]))
+    row = {"layer": label, "heads": entry["heads"], DECIDED_COLUMN: entry["rule_heads"],
+           "rule": RULE_BOOK[entry["rule"]],
+           SHARE_COLUMN: (f"{RULE_BOOK[entry['plurality']]}: "
+                          + _interval(share, entry["rule_share_low"], entry["rule_share_high"]))
            if np.isfinite(share) else "-",
            "\\(\\gamma\\) [95%]": _interval(entry["gamma"], entry["gamma_low"], entry["gamma_high"])}
     for k in MULTIPLES:
@@ -295,14 +320,16 @@ def null_verdict(diag: Diagnosis) -> dict:
 
 
 def verdict_table(diag: Diagnosis) -> pd.DataFrame:
-    """Per layer, then over all heads, then for the Gaussian null (:func:`null_verdict`): the rule, the plurality's
-    share with its interval, gamma and the factor by which beta must grow at 2, 4 and 8 times the length read."""
+    """Per layer, then over all heads, then for the Gaussian null (:func:`null_verdict`): the heads and those decided
+    for a rule, the rule (reader names, :data:`.verdict.RULE_BOOK`), the most frequent rule's share of the decided
+    heads with its interval, gamma and the factor by which beta must grow at 2, 4 and 8 times the length read."""
     schedule = layer_schedule(diag)
     rows = [_verdict_row(str(entry["layer"]), entry) for entry in schedule.layers]
     rows.append(_verdict_row("all", schedule.model))
     null = null_verdict(diag)
-    row = {"layer": "Gaussian null", "heads": 1, "rule": null["rule"],
-           "plurality: share of heads [95%]": "-",
+    decided = int(null["rule"] not in ("undecided", "undefined"))
+    row = {"layer": "Gaussian null", "heads": 1, DECIDED_COLUMN: decided, "rule": RULE_BOOK[null["rule"]],
+           SHARE_COLUMN: "-",
            "\\(\\gamma\\) [95%]": _interval(null["gamma"], null["gamma_low"], null["gamma_high"])}
     for k in MULTIPLES:
         row[GROWTH_COLUMN.format(k=k)] = _interval(*null["growth"][k], digits=3)
@@ -321,11 +348,12 @@ def verdict_numbers(diag: Diagnosis, k: int = MULTIPLES[-1]) -> dict:
                        and e["growth"][k][1] > null_growth[2])
     return {"read_length": schedule.read_length, "multiple": k, "target_length": k * schedule.read_length,
             "windows": int(diag.meta["windows"]), "min_windows": int(diag.meta["min_windows_for_intervals"]),
-            "rule": model["rule"], "plurality": model["plurality"], "share": model["rule_share"],
+            "rule": RULE_BOOK[model["rule"]], "plurality": RULE_BOOK[model["plurality"]], "share": model["rule_share"],
+            "heads": model["heads"], "decided": model["rule_heads"], "undecided": model["rule_undecided"],
             "share_low": model["rule_share_low"], "share_high": model["rule_share_high"],
             "gamma": model["gamma"], "gamma_low": model["gamma_low"], "gamma_high": model["gamma_high"],
             "growth": growth[0], "growth_low": growth[1], "growth_high": growth[2],
-            "null_rule": null["rule"], "null_gamma": null["gamma"], "null_growth": null_growth[0],
+            "null_rule": RULE_BOOK[null["rule"]], "null_gamma": null["gamma"], "null_growth": null_growth[0],
             "null_growth_low": null_growth[1], "null_growth_high": null_growth[2],
             "layers": len(schedule.layers),
             "layers_decided": sum(1 for e in schedule.layers if e["rule"] not in undecided),
@@ -340,6 +368,17 @@ def calibration_table(rates: dict) -> pd.DataFrame:
                           "stated level": r["level"]} for (kind, windows), r in rates.items()])
 
 
+def rule_accuracy_table(accuracy: pd.DataFrame) -> pd.DataFrame:
+    """:func:`.calibration.rule_accuracy`'s table by reader names: each rule null family and the rule it needs."""
+    from critscale.reader_names import reader_name
+
+    out = accuracy.copy()
+    if len(out):
+        out["family"] = [reader_name(f) for f in out["family"]]
+        out["rule"] = [RULE_BOOK[r] for r in out["rule"]]
+    return out.rename(columns={"nearest_wrong": "nearest rule wrong"})
+
+
 def _growth_text(v: dict, prefix: str = "") -> str:
     return _interval(v[f"{prefix}growth"], v[f"{prefix}growth_low"], v[f"{prefix}growth_high"], 3)
 
@@ -351,8 +390,10 @@ def verdict_sentence(model: str, v: dict) -> str:
                 f"(a $\\gamma$ needs {v['min_windows']} windows); its Gaussian null's $\\gamma$ is "
                 f"{v['null_gamma']:.2f} and its factor at {v['target_length']} tokens {_growth_text(v, 'null_')}.")
     share = _interval(100 * v["share"], 100 * v["share_low"], 100 * v["share_high"], 0)
-    return (f"{model}, read at {v['read_length']} tokens: rule {v['rule']} (the plurality, {v['plurality']}, holds "
-            f"{share} % of the heads with a rule); median $\\gamma$ "
+    backing = (f"the most frequent, {v['plurality']}, holds {share} % of the {v['decided']} heads decided for a rule"
+               if v["decided"] else "no head is decided for a rule")
+    return (f"{model}, read at {v['read_length']} tokens: rule {v['rule']} ({backing}; {v['undecided']} of the "
+            f"{v['heads']} heads are undecided and back no rule); median $\\gamma$ "
             f"{_interval(v['gamma'], v['gamma_low'], v['gamma_high'])}, its Gaussian null's {v['null_gamma']:.2f}; "
             f"at {v['target_length']} tokens ({v['multiple']} times) its logits must be multiplied by "
             f"{_growth_text(v)} to keep the operating point, against {_growth_text(v, 'null_')} for the null; "

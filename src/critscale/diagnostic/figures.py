@@ -49,9 +49,9 @@ def _laws(diag):
 
 
 RULE_STYLES = {"none": ":", "sqrt_2_log_n": "--", "ssmax": "-.", "log_n_squared": (0, (5, 1, 1, 1, 1, 1))}
-RULE_NAMES = {"none": "no rule / YaRN below $n_{\\rm train}$", "sqrt_2_log_n": "$\\sqrt{2\\log n}$",
+RULE_NAMES = {"none": "constant $\\beta$", "sqrt_2_log_n": "$\\sqrt{2\\log n}$",
               "ssmax": "$\\log n$ (SSMax, Su)", "log_n_squared": "$(\\log n)^2$"}
-"""Legend name of each audited growth law (YaRN leaves the logits unchanged up to its training length)."""
+"""Legend name of each audited growth law (the rule that leaves beta unchanged is not YaRN's, which grows with n)."""
 TEXT = 9.5  # points; every figure is at most 7 inches wide, so this is its size on the page
 
 

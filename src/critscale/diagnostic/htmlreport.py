@@ -64,7 +64,7 @@ def verdict_section(schedule: Schedule) -> str:
             f"kappa_n (the median {STATISTIC} of its rows at length n) follows (log n)^gamma over the lengths read; "
             "keeping its operating point c = beta/kappa_n at its value at T needs beta(n)/beta(T) = "
             "(log n / log T)^gamma. Beyond T this is an extrapolation of the power fitted up to T. A rule is named "
-            "only where the share of heads behind it has an exact 95% interval above every other rule's. "
+            "only where its share of the heads decided for a rule has an exact 95% interval above every other rule's. "
             "For a model with a fixed table of positions (learned absolute positions, such as GPT-2's or BERT's), "
             "lengths beyond its table cannot be run at all: the factors beyond T apply only where the model "
             "itself can run beyond T.</p>"
@@ -79,13 +79,14 @@ def layer_section(schedule: Schedule) -> str:
     """The per-layer table: rule, share [interval], gamma [interval], beta growth at 2T, 4T, 8T [interval]."""
     rows = [[c["layer"], c["rule"], c["plurality"], c["heads"], c["share"], c["gamma"],
              *[c[f"growth_{k}"] for k in MULTIPLES], c["excluded"]] for c in layer_cells(schedule, RULE_HTML)]
-    header = ["layer", "rule", "most frequent", "heads", "share [95%]", "gamma [95%]",
+    header = ["layer", "rule", "most frequent", "heads", "share of decided [95%]", "gamma [95%]",
               *[f"\u03b2 \u00d7 at {k}T [95%]" for k in MULTIPLES], "no gamma"]
     return (f"<section id=\"layers\"><h2>Per layer</h2>"
             f"{_table(header, rows, {0, 3, 4, 5, 6, 7, 8, 9})}"
-            "<p class=\"note\">heads: heads of the most frequent rule / heads with a rule; no gamma: heads left out "
-            "of the median (degenerate, or too few levels). Shares: exact "
-            "(Clopper-Pearson) 95% intervals over the layer's heads. gamma and growth: 95% window bootstrap, the "
+            "<p class=\"note\">heads: heads of the most frequent rule / heads decided for a rule (undecided heads back "
+            "no rule and are left out of every share); no gamma: heads left out "
+            "of the median (degenerate, or too few levels). Shares: of the layer's decided heads, with exact "
+            "(Clopper-Pearson) 95% intervals over them. gamma and growth: 95% window bootstrap, the "
             "same resampled windows for every head in each replicate, median over the layer's heads.</p></section>")
 
 

@@ -96,7 +96,9 @@ RULE_NULLS = {"linear": {"none": "ptail1", "sqrt_2_log_n": "ptail2", "ssmax": "l
 """Per law of a head: for each rule, the null of that law whose exact scale is the rule up to a constant."""
 RULE_LABEL = {"none": "none/yarn", "sqrt_2_log_n": "sqrt_2_log_n", "ssmax": "ssmax/entropy_invariant",
               "log_n_squared": "log_n_squared"}
-"""How each audited growth law is reported: rules with the same growth inside the training context tie."""
+"""How each audited growth law is labelled in the data (schedules and tables keep these labels).  The reader sees
+:data:`.verdict.RULE_WORDS` instead: ``none/yarn`` reads "constant beta", since YaRN's factor is 1 only inside its
+training context and grows beyond it."""
 
 SINK_MARGIN = 4.0  # sink_qk: planted logit above the typical bulk maximum at n = T, in bulk standard deviations
 

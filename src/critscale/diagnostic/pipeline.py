@@ -6,6 +6,9 @@ of queries and keys, prefix design) differ only in their source of q and k; all 
 :func:`diagnose_source`, which reads every head's rows, reads the null heads over the same design
 (:mod:`.nulls`) with the same code, summarises every unit (:mod:`.summary`) and returns a
 :class:`Diagnosis`.  Writing it is the report stage (:mod:`.report`).
+The null stage (:func:`read_nulls`) depends on the heads only through a :class:`NullPlan` (design, head
+dimension, windows, logit spread), which the diagnosis keeps: :func:`with_null_seed` redraws its nulls
+from another seed without reading the model again.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class Diagnosis:
     meta: dict = field(default_factory=dict)
     replicates: pd.DataFrame | None = None  # the null distribution: one line per subset of null windows (:mod:`.inference`)
     gamma_replicates: pd.DataFrame | None = None  # per head (index: unit), gamma's window-bootstrap slopes (columns: replicate)
+    head_records: list[dict] | None = field(default=None, repr=False)  # the heads' summaries before the audit
+    plan: "NullPlan | None" = field(default=None, repr=False)  # what the null stage read but its seed (with_null_seed)
 
 
 def _concatenate(chunks: list[dict]) -> dict:
@@ -164,6 +169,98 @@ def null_spread(data: dict) -> tuple[float, str]:
                                       f"{NULL_SPREAD_WITHOUT_ROWS:g}")
 
 
+@dataclass(frozen=True)
+class NullPlan:
+    """What a diagnosis's null stage reads, all but its seed: the nulls of another seed are read from it alone,
+    without reading the heads again (:func:`with_null_seed`)."""
+
+    design: Design
+    head_dim: int
+    windows: int  # the input's windows: the replicates read as many, and intervals need laws.MIN_WINDOWS
+    spread: float  # the q/k nulls' logit spread (:func:`null_spread`)
+    spread_from: str
+    nulls: tuple[str, ...]
+    null_windows: int
+    rule_windows: int
+    null_replicates: int
+    backend: str
+    keep_rows: bool
+
+    @property
+    def intervals(self) -> bool:
+        return self.windows >= laws.MIN_WINDOWS
+
+
+def _summaries(units, *, seed: int, keep_rows: bool) -> dict:
+    """Summaries of ``units`` ``(unit, layer, head, data)``: records, bins, curves, profiles, row frames, and the
+    heads' gamma replicates.  Every head's bootstrap is drawn from one fixed stream, :data:`HEAD_SEED` (the seed
+    draws the nulls, not the heads' intervals): replicate b resamples the same windows for every head, so
+    statistics over heads are bootstrapped per replicate.  The nulls' bootstrap is drawn from ``seed``."""
+    out = {"records": [], "bins": [], "curves": [], "profiles": [], "rows": [], "boots": {}}
+    for unit, layer, head, unit_data in units:
+        rec, b, c, p, boot = summary.summarise_unit(unit, layer, head, unit_data,
+                                                    seed=seed if layer < 0 else HEAD_SEED)
+        out["records"].append(rec)
+        if layer >= 0:
+            out["boots"][unit] = boot
+        out["bins"] += b
+        out["curves"] += c
+        out["profiles"] += p
+        if keep_rows:
+            out["rows"].append(_row_frame(unit, layer, head, unit_data))
+    return out
+
+
+def read_nulls(plan: NullPlan, seed: int,
+               on_null: Callable[[str], None] | None = None) -> tuple[dict, pd.DataFrame | None]:
+    """The null heads of ``plan`` and its Gaussian null replicates, drawn from ``seed``: the nulls' summaries
+    (:func:`_summaries`) and the replicates' subset statistics (None without a test: no replicates asked for,
+    or too few windows for intervals)."""
+    design = plan.design
+    rngs = {name: np.random.default_rng([seed, 97, i]) for i, name in enumerate(plan.nulls)}
+    row_nulls = [name for name in plan.nulls if nulls_module.NULLS[name].kind == "rows"]
+    # the row nulls are numpy work on the CPU, which releases the GIL: they run in threads, beside the q/k nulls
+    with ThreadPoolExecutor(max_workers=max(1, min(len(row_nulls), os.cpu_count() or 1))) as pool:
+        pending = {name: pool.submit(nulls_module.family_statistics, name, design,
+                                     plan.rule_windows if name in RULE_REFERENCES else plan.null_windows, rngs[name])
+                   for name in row_nulls}
+        null_data = {}
+        for name in plan.nulls:
+            if on_null is not None:
+                on_null(name)
+            if name not in pending:
+                null_source = nulls_module.qk_source(name, design, plan.null_windows, plan.head_dim, plan.spread,
+                                                     rngs[name])
+                null_data[name] = _read_source(null_source, design, plan.backend)
+        for name in row_nulls:
+            null_data[name] = _concatenate(pending[name].result())
+    units = [(name, -1, -1, null_data[name]) for name in plan.nulls]
+    replicates = (read_replicates(design, plan.windows, plan.null_replicates, plan.head_dim, plan.spread, seed=seed,
+                                  backend=plan.backend) if plan.null_replicates and plan.intervals else None)
+    return _summaries(units, seed=seed, keep_rows=plan.keep_rows), replicates
+
+
+def _audited(head_records: list[dict], nulls: dict, replicates, plan: NullPlan, seed: int) -> tuple:
+    """The heads and the null table audited (:func:`.summary.audit`), and the meta that depends on the nulls."""
+    table = pd.DataFrame(head_records + nulls["records"])
+    heads, null_table = summary.audit(table[table["layer"] >= 0].reset_index(drop=True),
+                                      table[table["layer"] < 0].reset_index(drop=True), replicates,
+                                      intervals=plan.intervals, replicate_count=plan.null_replicates)
+    lengths = np.array(plan.design.levels, dtype=np.float64)
+    kappa16_lengths = lengths[lengths >= summary.KAPPA16_MIN_N]
+    null_table.insert(3, "gamma_exact", [nulls_module.exact_slope(u, kappa16_lengths) for u in null_table["unit"]])
+    rule_reference = [{"law": law, "rule": nulls_module.RULE_LABEL[rule], "null": null,
+                       "rule_slope": nulls_module.rule_slope(rule, kappa16_lengths),
+                       "null_gamma": float(null_table.set_index("unit")["gamma"].get(null, np.nan))}
+                      for law, table in nulls_module.RULE_NULLS.items() for rule, null in table.items()]
+    meta = {"null_replicates": plan.null_replicates if replicates is not None else 0,
+            "heads_beyond_null": int((heads["beyond_null"] != "").sum()),
+            "rule_counts": heads["best_rule"].value_counts().to_dict(),
+            "rule_undecided_share": float((heads["best_rule"] == inference.UNDECIDED).mean()) if len(heads) else 0.0,
+            "rule_reference": rule_reference, "seed": seed}
+    return heads, null_table, meta
+
+
 def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module.DEFAULT_NULLS,
                     null_windows: int | None = None, seed: int = 0, backend: str = "auto",
                     keep_rows: bool = False, meta: dict | None = None,
@@ -175,7 +272,8 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     head's test against the null (:mod:`.inference`; 0: no test).  ``seed`` draws the nulls and the
     replicates; every head's window bootstrap is drawn with :data:`HEAD_SEED`.  Every size is checked against the
     machine's memory first (:func:`check_memory`); ``windows_option`` names the option that set the
-    input's windows in that message.
+    input's windows in that message.  The heads are read first and the nulls after (:func:`read_nulls`), so
+    :func:`with_null_seed` can redraw the nulls alone.
     """
     nulls = nulls_module.check_names(nulls)
     given = null_windows
@@ -191,52 +289,13 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
     heads_seconds = time.perf_counter() - start
     spread, spread_from = null_spread(data)
     del data
-    units = [(f"L{l}H{h}", l, h, d) for (l, h), d in head_data.items()]
-    rngs = {name: np.random.default_rng([seed, 97, i]) for i, name in enumerate(nulls)}
-    row_nulls = [name for name in nulls if nulls_module.NULLS[name].kind == "rows"]
-    # the row nulls are numpy work on the CPU, which releases the GIL: they run in threads, beside the q/k nulls
-    with ThreadPoolExecutor(max_workers=max(1, min(len(row_nulls), os.cpu_count() or 1))) as pool:
-        pending = {name: pool.submit(nulls_module.family_statistics, name, design,
-                                     rule_windows if name in RULE_REFERENCES else null_windows, rngs[name])
-                   for name in row_nulls}
-        null_data = {}
-        for name in nulls:
-            if on_null is not None:
-                on_null(name)
-            if name not in pending:
-                null_source = nulls_module.qk_source(name, design, null_windows, source.head_dim, spread, rngs[name])
-                null_data[name] = _read_source(null_source, design, backend)
-        for name in row_nulls:
-            null_data[name] = _concatenate(pending[name].result())
-    units += [(name, -1, -1, null_data[name]) for name in nulls]
-    intervals = int(source.n_windows) >= laws.MIN_WINDOWS
-    replicates = (read_replicates(design, source.n_windows, null_replicates, source.head_dim, spread, seed=seed,
-                                  backend=backend) if null_replicates and intervals else None)
-    records, bins, curves, profiles, row_frames, boots = [], [], [], [], [], {}
-    for unit, layer, head, unit_data in units:
-        # every head's bootstrap is drawn from one fixed stream (the seed draws the nulls, not the heads' intervals):
-        # replicate b resamples the same windows for every head, so statistics over heads are bootstrapped per replicate
-        rec, b, c, p, boot = summary.summarise_unit(unit, layer, head, unit_data,
-                                                    seed=seed if layer < 0 else HEAD_SEED)
-        records.append(rec)
-        if layer >= 0:
-            boots[unit] = boot
-        bins += b
-        curves += c
-        profiles += p
-        if keep_rows:
-            row_frames.append(_row_frame(unit, layer, head, unit_data))
-    table = pd.DataFrame(records)
-    heads, null_table = summary.audit(table[table["layer"] >= 0].reset_index(drop=True),
-                                      table[table["layer"] < 0].reset_index(drop=True), replicates,
-                                      intervals=intervals, replicate_count=null_replicates)
-    lengths = np.array(design.levels, dtype=np.float64)
-    kappa16_lengths = lengths[lengths >= summary.KAPPA16_MIN_N]
-    null_table.insert(3, "gamma_exact", [nulls_module.exact_slope(u, kappa16_lengths) for u in null_table["unit"]])
-    rule_reference = [{"law": law, "rule": nulls_module.RULE_LABEL[rule], "null": null,
-                       "rule_slope": nulls_module.rule_slope(rule, kappa16_lengths),
-                       "null_gamma": float(null_table.set_index("unit")["gamma"].get(null, np.nan))}
-                      for law, table in nulls_module.RULE_NULLS.items() for rule, null in table.items()]
+    heads_part = _summaries([(f"L{l}H{h}", l, h, d) for (l, h), d in head_data.items()], seed=seed,
+                            keep_rows=keep_rows)
+    del head_data
+    plan = NullPlan(design, int(source.head_dim), int(source.n_windows), spread, spread_from, nulls,
+                    int(null_windows), int(rule_windows), null_replicates, backend, keep_rows)
+    nulls_part, replicates = read_nulls(plan, seed, on_null)
+    heads, null_table, null_meta = _audited(heads_part["records"], nulls_part, replicates, plan, seed)
     info = {**(meta or {}), "input": describe, "design": design.kind, "design_text": design.describe(),
             "levels": list(design.levels), "queries": design.queries, "causal": design.causal,
             "window_length": design.window_length, "windows": int(source.n_windows),
@@ -246,18 +305,47 @@ def diagnose_source(source, design: Design, *, describe: str, nulls=nulls_module
             "null_spread_from": spread_from, "degenerate_heads": heads.loc[heads["degenerate"], "unit"].tolist(),
             "degenerate_threshold": summary.DEGENERATE_THRESHOLD,
             "kappa16_min_n": summary.KAPPA16_MIN_N, "law_min_n": summary.LAW_MIN_N, "shape_k": laws.SHAPE_K,
-            "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": intervals,
-            "null_replicates": null_replicates if replicates is not None else 0, "null_subsets": inference.SUBSETS,
+            "min_windows_for_intervals": laws.MIN_WINDOWS, "intervals": plan.intervals,
+            "null_replicates": null_meta["null_replicates"], "null_subsets": inference.SUBSETS,
             "flag_level": inference.FLAG_LEVEL,
-            "rule_level": inference.RULE_LEVEL, "heads_beyond_null": int((heads["beyond_null"] != "").sum()),
-            "rule_counts": heads["best_rule"].value_counts().to_dict(),
-            "rule_undecided_share": float((heads["best_rule"] == inference.UNDECIDED).mean()) if len(heads) else 0.0,
+            "rule_level": inference.RULE_LEVEL, "heads_beyond_null": null_meta["heads_beyond_null"],
+            "rule_counts": null_meta["rule_counts"], "rule_undecided_share": null_meta["rule_undecided_share"],
             "crossover": list(summary.CROSSOVER), "backend": backend, "beta_grid": BETA_GRID.tolist(),
-            "rule_reference": rule_reference, "heads_seconds": round(heads_seconds, 2),
+            "rule_reference": null_meta["rule_reference"], "heads_seconds": round(heads_seconds, 2),
             "seconds": round(time.perf_counter() - start, 2), "seed": seed}
-    return Diagnosis(heads, null_table, pd.DataFrame(bins), pd.DataFrame(curves), pd.DataFrame(profiles),
-                     pd.concat(row_frames, ignore_index=True) if keep_rows else None, info, replicates,
-                     gamma_replicate_frame(boots))
+    frames = [pd.DataFrame(heads_part[k] + nulls_part[k]) for k in ("bins", "curves", "profiles")]
+    return Diagnosis(heads, null_table, *frames,
+                     pd.concat(heads_part["rows"] + nulls_part["rows"], ignore_index=True) if keep_rows else None,
+                     info, replicates, gamma_replicate_frame(heads_part["boots"]),
+                     head_records=heads_part["records"], plan=plan)
+
+
+def with_null_seed(diag: Diagnosis, seed: int) -> Diagnosis:
+    """``diag``'s heads beside nulls and null replicates drawn from ``seed``: the heads are not read again.
+
+    The heads' summaries (and their window bootstrap, drawn with :data:`HEAD_SEED`) are ``diag``'s; only the
+    null stage (:func:`read_nulls`) and the audit are redone, so the difference between two such diagnoses is
+    the null draw's alone (:func:`.calibration.seed_agreement`).
+    """
+    if diag.plan is None or diag.head_records is None:
+        raise DesignError("this diagnosis keeps no null plan (it was not computed by diagnose_source, e.g. a "
+                          "recorded run): its nulls cannot be redrawn")
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise DesignError(f"seed must be an integer, got {seed!r}")
+    start = time.perf_counter()
+    plan, heads_units = diag.plan, set(diag.heads["unit"])
+    nulls_part, replicates = read_nulls(plan, int(seed))
+    heads, null_table, null_meta = _audited(diag.head_records, nulls_part, replicates, plan, int(seed))
+    own = {name: frame[frame["unit"].isin(heads_units)] if len(frame) else frame
+           for name, frame in (("bins", diag.bins), ("curves", diag.curves), ("profiles", diag.profiles))}
+    frames = [pd.concat([own[k], pd.DataFrame(nulls_part[k])], ignore_index=True)
+              for k in ("bins", "curves", "profiles")]
+    rows = None
+    if diag.rows is not None:
+        rows = pd.concat([diag.rows[diag.rows["unit"].isin(heads_units)], *nulls_part["rows"]], ignore_index=True)
+    meta = {**diag.meta, **null_meta, "null_seconds": round(time.perf_counter() - start, 2)}
+    return Diagnosis(heads, null_table, *frames, rows, meta, replicates, diag.gamma_replicates,
+                     head_records=diag.head_records, plan=plan)
 
 
 def gamma_replicate_frame(boots: dict[str, np.ndarray]) -> pd.DataFrame | None:

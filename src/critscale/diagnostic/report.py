@@ -21,7 +21,7 @@ from .pipeline import Diagnosis
 from .rundir import REPORT_FILE, SCHEDULE_FILE, commit, staging
 from .schedule import Schedule, layer_schedule
 from .summary import CROSSOVER, REFERENCE_NULL
-from .verdict import verdict_lines
+from .verdict import RULE_WORDS, verdict_lines
 
 REGIMES = ("subcritical", "crossover", "supercritical")
 
@@ -107,11 +107,12 @@ def summary_text(diag: Diagnosis, record: dict | None = None, schedule: Schedule
                   f"{int((h['beyond_null'] != '').sum())} of {len(h)}"]
         lines.append(f"gamma (kappa_16 on n >= {meta['kappa16_min_n']}): median over heads "
                      f"{_fmt(h['gamma'].median(), '.2f')}; Gaussian q/k null {_interval(ref, 'gamma')}")
-    lines += ["rule keeping c flat (heads): " + ", ".join(f"{k} {v}" for k, v in h["best_rule"].value_counts().items()),
+    lines += ["rule keeping c flat (heads): " + ", ".join(f"{RULE_WORDS[k]} {v}"
+                                                        for k, v in h["best_rule"].value_counts().items()),
               "", "null heads (known law -> law read; gamma of kappa_16 [95%]; exact kappa_bar slope; rule):"]
     for name, r in nulls.iterrows():
         lines.append(f"  {name:<15s} {r['known_law']:>6s} -> {r['law']:<9s} {_interval(r, 'gamma'):<22s} "
-                     f"exact {_fmt(r['gamma_exact'], '.2f'):>5s}  {r['best_rule']}")
+                     f"exact {_fmt(r['gamma_exact'], '.2f'):>5s}  {RULE_WORDS[r['best_rule']]}")
     lines += ["", "layer head  p_max  H     beta1/2 | kappa  kappa16 | c_half regime        | law    step  "
               "beyond the null       sink | gamma [95%]          | best rule"]
     for _, r in h.iterrows():
@@ -119,7 +120,7 @@ def summary_text(diag: Diagnosis, record: dict | None = None, schedule: Schedule
                      f"{_fmt(r['beta_half'], '.3g'):7s} | {_fmt(r['kappa'], '.3g'):6s} {_fmt(r['kappa16'], '.3g'):7s} | "
                      f"{_fmt(r['c_half'], '.3g'):6s} {r['regime']:13s} | {r['law']:6s} {_fmt(r['rows_step'], '.2f'):5s} "
                      f"{r.get('beyond_null', ''):21s} {'yes' if r['sink'] else 'no':4s} | {_interval(r, 'gamma'):20s} | "
-                     f"{r['best_rule']}")
+                     f"{RULE_WORDS[r['best_rule']]}")
     return "\n".join(lines)
 
 

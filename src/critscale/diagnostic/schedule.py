@@ -22,13 +22,14 @@ median over the layer's heads is taken per replicate, then its percentiles.  The
 2T, 4T and 8T and their intervals are the factor at the gamma and at the ends of its interval (the factor
 is increasing in gamma).
 
-**The rule.**  Each head's rule is :func:`.inference.rule_decision`'s ``best_rule`` (none/YaRN,
-sqrt(2 log n), s log n, (log n)^2 or undecided; heads whose rule is undefined are left out and counted,
-``rule_undefined``).  A layer's rule shares are the shares of its heads with each rule, each with an exact
-(Clopper-Pearson) 95% binomial interval over the heads, the heads taken as the draws; the plurality rule is
-the layer's rule only when the lower end of its interval lies above the upper end of every other rule's,
-else the layer's rule is ``undecided``.  ``rule_share`` and its interval are the plurality's (named in
-``plurality``), decided or not.
+**The rule.**  Each head's rule is :func:`.inference.rule_decision`'s ``best_rule`` (constant beta, code
+label ``none/yarn``; sqrt(2 log n); s log n; (log n)^2; or undecided; heads whose rule is undefined are left
+out and counted, ``rule_undefined``).  A layer's rule shares are taken over its *decided* heads, those whose
+own rule is one of the four (``rule_heads``; undecided heads back no rule and are counted apart,
+``rule_undecided``): the share of the decided heads with each rule, each with an exact (Clopper-Pearson)
+95% binomial interval, the decided heads taken as the draws.  The plurality rule is the layer's rule only
+when the lower end of its interval lies above the upper end of every other rule's, else the layer's rule is
+``undecided``.  ``rule_share`` and its interval are the plurality's (named in ``plurality``), decided or not.
 The model's verdict (:attr:`Schedule.model`) is the same over all heads: its rule and share, the median
 gamma of all heads with the paired bootstrap, and the growth factors at that gamma (the median of the
 heads' growth factors, the factor being increasing in gamma).
@@ -66,7 +67,8 @@ FORMAT = "critscale-schedule/1"
 STATISTIC = "kappa16"  # the statistic whose slope on log log n is the diagnostic's gamma
 MULTIPLES = (2, 4, 8)  # growth factors are reported at these multiples of the length read
 CONFIDENCE = 0.95
-RULE_CHOICES = tuple(RULE_LABEL[rule] for rule in RULES) + (UNDECIDED,)
+DECIDED_RULES = tuple(RULE_LABEL[rule] for rule in RULES)  # the rules a head can be decided for
+RULE_CHOICES = DECIDED_RULES + (UNDECIDED,)  # every rule label a head can read, but ``undefined``
 UNDEFINED = "undefined"
 
 
@@ -90,31 +92,35 @@ def growth_ratio(read_length: int, multiple: float) -> float:
 
 
 def rule_verdict(rules) -> dict:
-    """Rule shares of heads (labels of :data:`RULE_CHOICES`, ``undefined`` left out and counted) and the decision.
+    """Rule shares of heads (labels of :data:`RULE_CHOICES`; ``undefined`` left out and counted) and the decision.
 
-    Returns ``rule`` (the plurality when its interval lies above every other's, else undecided; ``undefined``
-    without any defined head), ``plurality``, ``rule_share`` with its interval, ``rule_shares`` per rule
-    ``[share, low, high]``, ``rule_heads`` and ``rule_undefined``.
+    A share is taken over the *decided* heads, those whose own rule is one of :data:`DECIDED_RULES`
+    (``rule_heads``): an ``undecided`` head backs no rule, so it is counted (``rule_undecided``) and left out
+    of every share.  Returns ``rule`` (the plurality when its interval lies above every other rule's, else
+    ``undecided``; ``undefined`` when no head has a rule reading at all), ``plurality`` (``undecided`` when no
+    head is decided), ``rule_share`` with its interval, ``rule_shares`` per rule ``[share, low, high]``,
+    ``rule_counts`` (every label read), ``rule_heads``, ``rule_undecided`` and ``rule_undefined``.
     """
     rules = [str(r) for r in rules]
     unknown = sorted({r for r in rules if r not in RULE_CHOICES and r != UNDEFINED})
     if unknown:
         raise ScheduleError(f"unknown head rule(s) {', '.join(unknown)}; known: {', '.join(RULE_CHOICES)}, "
                             f"{UNDEFINED}")
-    defined = [r for r in rules if r != UNDEFINED]
-    total = len(defined)
-    counts = {rule: defined.count(rule) for rule in RULE_CHOICES}
+    counts = {rule: rules.count(rule) for rule in RULE_CHOICES}
+    total = sum(counts[rule] for rule in DECIDED_RULES)
     shares = {rule: [counts[rule] / total if total else math.nan, *clopper_pearson(counts[rule], total)]
-              for rule in RULE_CHOICES}
-    out = {"rule_heads": total, "rule_undefined": len(rules) - total, "rule_counts": counts, "rule_shares": shares}
+              for rule in DECIDED_RULES}
+    out = {"rule_heads": total, "rule_undecided": counts[UNDECIDED], "rule_undefined": rules.count(UNDEFINED),
+           "rule_counts": counts, "rule_shares": shares}
     if total == 0:
-        return {**out, "rule": UNDEFINED, "plurality": UNDEFINED, "rule_share": math.nan,
+        rule = UNDECIDED if counts[UNDECIDED] else UNDEFINED
+        return {**out, "rule": rule, "plurality": rule, "rule_share": math.nan,
                 "rule_share_low": math.nan, "rule_share_high": math.nan}
-    top = max(counts.values())
-    leaders = [rule for rule in RULE_CHOICES if counts[rule] == top]
+    top = max(counts[rule] for rule in DECIDED_RULES)
+    leaders = [rule for rule in DECIDED_RULES if counts[rule] == top]
     plurality = leaders[0]  # a tie is never separated: the layer is undecided then
     share, low, high = shares[plurality]
-    separated = len(leaders) == 1 and all(low > shares[rule][2] for rule in RULE_CHOICES if rule != plurality)
+    separated = len(leaders) == 1 and all(low > shares[rule][2] for rule in DECIDED_RULES if rule != plurality)
     return {**out, "rule": plurality if separated else UNDECIDED, "plurality": plurality, "rule_share": share,
             "rule_share_low": low, "rule_share_high": high}
 

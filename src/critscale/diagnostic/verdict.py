@@ -11,13 +11,20 @@ import math
 
 from .schedule import MULTIPLES, STATISTIC, Schedule
 
-RULE_WORDS = {"none/yarn": "none/YaRN", "sqrt_2_log_n": "sqrt(2 log n)", "ssmax/entropy_invariant": "s log n (SSMax)",
-              "log_n_squared": "(log n)^2", "undecided": "undecided", "undefined": "undefined"}
-"""How each rule label of the schedule reads in plain text."""
-RULE_HTML = {"none/yarn": "none/YaRN", "sqrt_2_log_n": "\u221a(2 log n)", "ssmax/entropy_invariant":
+RULE_WORDS = {"none/yarn": "constant beta", "sqrt_2_log_n": "sqrt(2 log n)",
+              "ssmax/entropy_invariant": "s log n (SSMax)", "log_n_squared": "(log n)^2", "undecided": "undecided",
+              "undefined": "undefined"}
+"""How each rule label of the schedule reads in plain text.  The code label ``none/yarn`` (kept: recorded
+schedules carry it) is the rule that leaves beta constant; it is not YaRN, whose factor grows with the
+length beyond its training context (chapter 14), so the reader never sees YaRN's name for it."""
+RULE_HTML = {"none/yarn": "constant \u03b2", "sqrt_2_log_n": "\u221a(2 log n)", "ssmax/entropy_invariant":
              "s\u00b7log n (SSMax)", "log_n_squared": "(log n)\u00b2", "undecided": "undecided",
              "undefined": "undefined"}
 """How each rule label reads in HTML."""
+RULE_BOOK = {"none/yarn": "constant \\(\\beta\\)", "sqrt_2_log_n": "\\(\\sqrt{2\\log n}\\)",
+             "ssmax/entropy_invariant": "\\(s\\log n\\) (SSMax)", "log_n_squared": "\\((\\log n)^2\\)",
+             "undecided": "undecided", "undefined": "undefined"}
+"""How each rule label reads in the book's tables and sentences (MyST math)."""
 
 
 def number(x, spec: str = ".2f") -> str:
@@ -55,20 +62,23 @@ def layer_cells(schedule: Schedule, words: dict = RULE_WORDS) -> list[dict]:
 
 
 def rule_sentence(entry: dict, cells: dict) -> str:
-    """The rule of a verdict entry in one sentence: the rule, the heads behind it and its share with its interval."""
+    """The rule of a verdict entry in one sentence: the rule, the decided heads behind it and its share of the
+    decided heads with its interval, then the undecided and undefined heads left out of that share."""
     if entry["rule"] == "undefined":
         return "rule undefined: no head has a rule (degenerate heads, or laws without rule nulls)"
     count, total = cells["heads"].split("/")
-    share = f"share {cells['share']} (exact 95% interval over heads)"
-    if entry["plurality"] == "undecided":
-        text = (f"rule undecided: {count} of {total} heads with a rule read undecided (their intervals cannot tell "
-                f"the references apart), {share}")
-    elif entry["rule"] == "undecided":
-        text = (f"rule undecided: the most frequent rule, {cells['plurality']} ({count} of {total} heads with a rule, "
-                f"{share}), does not clear every other rule's interval")
+    left_out = f"{entry['rule_undecided']} undecided heads left out of the share"
+    if entry["rule_undefined"]:
+        left_out += f", {entry['rule_undefined']} heads without a rule"
+    if entry["rule_heads"] == 0:
+        return f"rule undecided: no head is decided for a rule ({left_out})"
+    share = f"share of the decided heads {cells['share']} (exact 95% interval over the decided heads)"
+    if entry["rule"] == "undecided":
+        text = (f"rule undecided: the most frequent rule, {cells['plurality']} ({count} of the {total} heads decided "
+                f"for a rule, {share}), does not clear every other rule's interval")
     else:
-        text = f"rule {cells['rule']}: {count} of {total} heads with a rule read it, {share}"
-    return text + (f"; {entry['rule_undefined']} heads without a rule" if entry["rule_undefined"] else "")
+        text = f"rule {cells['rule']}: {count} of the {total} heads decided for a rule read it, {share}"
+    return f"{text}; {left_out}"
 
 
 def growth_sentence(schedule: Schedule, entry: dict, cells: dict) -> str:
@@ -88,14 +98,14 @@ def verdict_lines(schedule: Schedule) -> list[str]:
              "  model: " + rule_sentence(schedule.model, model),
              "  " + growth_sentence(schedule, schedule.model, model),
              "  per layer (a layer's rule is decided only where its share's interval lies above every other rule's;",
-             "  intervals: shares exact 95% over the layer's heads, gamma and growth 95% window bootstrap paired "
-             "over heads):"]
-    header = (f"  {'layer':>5s}  {'rule':<16s} {'most frequent':<16s} {'heads':>5s}  {'share [95%]':<19s} "
+             "  shares over the layer's heads decided for a rule, exact 95%; 'heads' counts the most frequent rule's",
+             "  heads of the decided ones; gamma and growth 95% window bootstrap paired over heads):"]
+    header = (f"  {'layer':>5s}  {'rule':<16s} {'most frequent':<16s} {'heads':>5s}  {'share of decided [95%]':<22s} "
               f"{'gamma [95%]':<20s} " + "  ".join(f"{f'beta x at {k}T [95%]':<22s}" for k in MULTIPLES))
     lines.append(header.rstrip())
     for cells in layer_cells(schedule):
         lines.append((f"  {cells['layer']:>5s}  {cells['rule']:<16s} {cells['plurality']:<16s} {cells['heads']:>5s}  "
-                      f"{cells['share']:<19s} {cells['gamma']:<20s} "
+                      f"{cells['share']:<22s} {cells['gamma']:<20s} "
                       + "  ".join(f"{cells[f'growth_{k}']:<22s}" for k in MULTIPLES)).rstrip())
     lines.append("  schedule: schedule.json (apply it with critscale.models.temperature.tempered(model, "
                  "Schedule.from_json(path).factor); see docs/diagnostic.md)")
