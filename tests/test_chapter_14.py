@@ -90,6 +90,8 @@ def test_loss_inside_L_rises_as_recorded(page, params):
     d, lo, hi = ce.paired_interval(inside, own, params["seed"], page["bootstrap"])
     assert (page["inside_rise"], page["inside_rise_lo"], page["inside_rise_hi"]) == pytest.approx((d, lo, hi), rel=1e-9,
                                                                                                 abs=1e-12)
+    word = "rises" if lo > 0 else "falls" if hi < 0 else "does not move distinguishably"
+    assert f"the loss inside the trained length {word} before any arm acts" in page["inside_box"]
 
 
 def test_every_arm_is_scored_on_the_same_windows_at_every_length(page, params):

@@ -29,6 +29,8 @@ The pre-registered criterion (:func:`criterion`): the schedule *predicts* if, at
 95% interval of its loss beyond L minus the best arm's loss beyond L reaches 0 (its loss is not
 distinguishably above the best arm's), and *fails* otherwise; beside it the Spearman rank correlation, over
 arms, between how far an arm moves c from its value inside the trained length (:func:`c_drift`) and its loss.
+With several position treatments crossed with the arms, :func:`criteria` evaluates it for each treatment on its
+own (a law that works with one treatment only is a finding).
 """
 
 from __future__ import annotations
