@@ -28,8 +28,9 @@ def params():
 
 def test_criterion_recomputed_from_the_recorded_losses(page, params):
     """The verdict the summary box prints is what the library's criterion gives on the per-window losses the page
-    recorded: a verdict typed by hand, or computed on other numbers than those shown, fails."""
-    again = ce.criterion(page["beyond_losses"], seed=params["seed"], reps=page["bootstrap"])
+    recorded, for the main treatment: a verdict typed by hand, or computed on other numbers than those shown, fails."""
+    main = params["treatments"][0]
+    again = ce.criterion(page["beyond_losses"][main], seed=params["seed"], reps=page["bootstrap"])
     assert again["outcome"] == page["outcome"]
     for s in ce.CRITERION_MULTIPLES:
         entry = again["lengths"][s]
@@ -39,14 +40,69 @@ def test_criterion_recomputed_from_the_recorded_losses(page, params):
         assert (entry["low"] <= 0) == entry["holds"]
 
 
+def test_criterion_per_treatment_recomputed_and_shown(page, params):
+    """Every position treatment of the build has its own criterion on the page, recomputed here from that
+    treatment's recorded losses (best arm, schedule minus best, the outcome), with the schedule's loss against no
+    rescaling beside it; the box names each other treatment's outcome."""
+    again = ce.criteria(page["beyond_losses"], seed=params["seed"], reps=page["bootstrap"])
+    assert set(again) == set(params["treatments"])  # the stored record sorts its keys
+    rows = page["criteria_table"]["records"]
+    assert len(rows) == len(params["treatments"]) * len(ce.CRITERION_MULTIPLES)
+    for row in rows:
+        treatment = next(t for t in params["treatments"] if ce.TREATMENT_LABEL[t] == row["treatment"])
+        entry, arms = again[treatment]["lengths"][row["s"]], page["beyond_losses"][treatment][str(row["s"])]
+        assert row["best arm"] == ce.ARM_LABEL[entry["best"]] and row["holds"] == entry["holds"]
+        assert row["schedule - best"] == pytest.approx(entry["difference"], rel=1e-9, abs=1e-12)
+        assert row["outcome"] == again[treatment]["outcome"]
+        d, lo, hi = ce.paired_interval(arms["schedule"], arms["none"], params["seed"], page["bootstrap"])
+        assert (row["schedule - none"], row["low (none)"], row["high (none)"]) == pytest.approx((d, lo, hi), rel=1e-9,
+                                                                                              abs=1e-12)
+    main = params["treatments"][0]
+    for s in ce.CRITERION_MULTIPLES:
+        row = next(r for r in rows if r["s"] == s and r["treatment"] == ce.TREATMENT_LABEL[main])
+        assert f"{ce.relation(row['low (none)'], row['high (none)'], 'no rescaling')} at {s}L" in page["versus_none_text"]
+    for t in params["treatments"][1:]:
+        assert f"{ce.TREATMENT_LABEL[t]} it {again[t]['outcome']}" in page["others_box"]
+
+
+def test_treatments_change_the_rope_parameters_and_yarn_has_no_temperature(page, params):
+    """The treatment table shows the rope parameters each treatment ran with: its own rope type, YaRN pinned to
+    attention_factor 1.0 and to the trained length, dynamic NTK at factor 1, interpolation at the longest factor."""
+    rows = {r["treatment"]: r for r in page["treatment_table"]["records"]}
+    assert set(rows) == {ce.TREATMENT_LABEL[t] for t in params["treatments"]}
+    S, L = max(params["multiples"]), params["train_length"]
+    for t in params["treatments"]:
+        row = rows[ce.TREATMENT_LABEL[t]]
+        assert row["rope_type"] == t
+        if t == "yarn":
+            assert row["attention_factor"] == 1.0 and row["original_max_position_embeddings"] == L
+        assert row["factor"] == (1.0 if t == "dynamic" else S)
+
+
+def test_loss_inside_L_rises_as_recorded(page, params):
+    """The box's loss in [0, L) at the longest length and at the model's own length are the means of the recorded
+    per-window losses, and the paired rise is recomputed from them (same windows)."""
+    main, S = params["treatments"][0], max(params["multiples"])
+    inside, own = np.array(page["inside_losses"][main][str(S)]), np.array(page["own_losses"])
+    assert len(inside) == len(own) == params["evaluation_windows"]
+    assert page["inside_at_longest"] == pytest.approx(inside.mean(), rel=1e-12)
+    assert page["inside_own"] == pytest.approx(own.mean(), rel=1e-12)
+    d, lo, hi = ce.paired_interval(inside, own, params["seed"], page["bootstrap"])
+    assert (page["inside_rise"], page["inside_rise_lo"], page["inside_rise_hi"]) == pytest.approx((d, lo, hi), rel=1e-9,
+                                                                                                abs=1e-12)
+    word = "rises" if lo > 0 else "falls" if hi < 0 else "does not move distinguishably"
+    assert f"the loss inside the trained length {word} before any arm acts" in page["inside_box"]
+
+
 def test_every_arm_is_scored_on_the_same_windows_at_every_length(page, params):
-    """Per-window losses beyond L for every arm at every extended length, one value per evaluation window (the pairing
-    the bootstrap needs); the oracle chose one grid value per length."""
-    beyond = page["beyond_losses"]
-    assert sorted(int(s) for s in beyond) == params["multiples"]
-    for arms in beyond.values():
-        assert set(arms) == set(ce.ARMS)
-        assert {len(v) for v in arms.values()} == {params["evaluation_windows"]}
+    """Per-window losses beyond L for every treatment, arm and extended length, one value per evaluation window (the
+    pairing the bootstrap needs); the oracle chose one grid value per treatment and length."""
+    assert set(page["beyond_losses"]) == set(params["treatments"])
+    for beyond in page["beyond_losses"].values():
+        assert sorted(int(s) for s in beyond) == params["multiples"]
+        for arms in beyond.values():
+            assert set(arms) == set(ce.ARMS)
+            assert {len(v) for v in arms.values()} == {params["evaluation_windows"]}
     chosen = [r for r in page["oracle_table"]["records"] if r["chosen"]]
     assert len(chosen) == len(params["multiples"]) * len(params["treatments"])
     assert all(r["factor"] in params["oracle_grid"] for r in chosen)
@@ -84,13 +140,14 @@ def test_drift_and_spearman_are_defined(page, params):
     """The c drift of every arm at every length is finite and non-negative, and the summary box's rank
     correlation is the Spearman correlation of the recorded drifts and losses."""
     drift = page["drift_table"]["records"]
-    assert len(drift) == len(params["multiples"]) * len(ce.ARMS)
+    assert len(drift) == len(params["multiples"]) * len(ce.ARMS) * len(params["treatments"])
     assert all(math.isfinite(r["c drift"]) and r["c drift"] >= 0 for r in drift)
+    main = params["treatments"][0]
     for s in ce.CRITERION_MULTIPLES:
-        sub = [r for r in drift if r["s"] == s]
+        sub = [r for r in drift if r["s"] == s and r["treatment"] == ce.TREATMENT_LABEL[main]]
         again = ce.spearman([r["c drift"] for r in sub], [r["loss beyond L"] for r in sub])
         assert (math.isnan(again) and math.isnan(page[f"spearman_{s}"])) or again == pytest.approx(page[f"spearman_{s}"])
-        assert np.mean(page["beyond_losses"][str(s)]["none"]) == pytest.approx(
+        assert np.mean(page["beyond_losses"][main][str(s)]["none"]) == pytest.approx(
             next(r["loss beyond L"] for r in sub if r["arm"] == "none"), rel=1e-12)
 
 
@@ -99,3 +156,13 @@ def test_summary_box_numbers_are_defined(page):
         assert isinstance(page[key], float) and math.isfinite(page[key]), key
     assert page["outcome"] in ("predicts", "fails")
     assert 0 < page["heldout_nats"] < math.log(256) + 0.1
+
+
+def test_operating_point_figure_has_intervals_over_windows(page, params):
+    """The figure's rows (main treatment, longest length) carry a bootstrap interval for each median, holding it,
+    and not all of zero width (the windows differ)."""
+    rows = page["operating_points"]["records"]
+    assert {r["arm"] for r in rows} == set(ce.ARMS)
+    for key in ("p_max", "entropy", "c"):
+        assert all(r[f"{key}_low"] - 1e-6 <= r[key] <= r[f"{key}_high"] + 1e-6 for r in rows), key
+        assert any(r[f"{key}_high"] > r[f"{key}_low"] for r in rows), key

@@ -227,3 +227,99 @@ def test_schedule_is_computed_from_lengths_up_to_L_only(monkeypatch):
     monkeypatch.setattr(pipeline, "diagnose_windows", peeking)
     with pytest.raises(ce.LengthGuardError, match=f"given {2 * length} tokens"):
         ce.schedule_from_heads(small, windows, seed=0, nulls=("gauss_qk",), null_replicates=20)
+
+
+# ---------------------------------------------------------------- the position treatments crossed with the arms
+def test_yarn_treatment_puts_no_temperature_on_cos_and_sin(model):
+    """YaRN's frequencies with attention_factor 1.0: cos at position 0 is exactly 1 (transformers' default YaRN
+    multiplies cos and sin by 0.1 ln s + 1, so q.k by its square); the highest frequency is kept and the lowest
+    divided by s (YaRN's ramp), so the treatment does change the positions."""
+    params = ce.rope_parameters("yarn", 4, L, 1e4)
+    assert params["attention_factor"] == 1.0 and isinstance(params["attention_factor"], float)
+    before = model.model.rotary_emb.inv_freq.clone()
+    x = torch.zeros(1, 1, model.config.hidden_size)
+    with ce.positions(model, "yarn", 4, L):
+        rotary = model.model.rotary_emb
+        cos, sin = rotary(x, torch.zeros(1, 1, dtype=torch.long))
+        assert torch.equal(cos, torch.ones_like(cos)) and torch.equal(sin, torch.zeros_like(sin))
+        assert torch.allclose(rotary.inv_freq[0], before[0]) and torch.allclose(rotary.inv_freq[-1], before[-1] / 4)
+    default = dict(params)
+    del default["attention_factor"]  # what transformers would do without the pin
+    model.config.rope_parameters, saved = default, model.config.rope_parameters
+    try:
+        unpinned = type(model.model.rotary_emb)(model.config)
+    finally:
+        model.config.rope_parameters = saved
+    assert unpinned.attention_scaling == pytest.approx(0.1 * math.log(4) + 1)
+
+
+def test_dynamic_ntk_scales_at_the_forwards_own_length(model):
+    """Dynamic NTK (factor 1): after a forward of 4L tokens the lowest frequency is divided by 4 and the highest
+    kept (base theta 4^(d/(d-2))); transformers' factor s (here 4) would divide the lowest one by s^2 - s + 1 = 13."""
+    before = model.model.rotary_emb.inv_freq.clone()
+    with ce.positions(model, "dynamic", 4, L):
+        rotary = model.model.rotary_emb
+        assert model.config.rope_parameters["rope_type"] == "dynamic"
+        assert torch.equal(rotary.inv_freq, before)  # nothing changes before a forward longer than L
+        with torch.no_grad():
+            model(input_ids=torch.as_tensor(_windows(4 * L)))
+        assert rotary.attention_scaling == 1.0
+        assert torch.allclose(rotary.inv_freq[0], before[0])
+        assert rotary.inv_freq[-1].item() == pytest.approx(before[-1].item() / 4, rel=1e-5)
+    assert torch.equal(model.model.rotary_emb.inv_freq, before)
+
+
+@pytest.mark.parametrize("treatment", ["linear", "yarn", "dynamic"])
+def test_every_treatment_changes_the_losses_beyond_and_inside_L(model, treatment):
+    """Each treatment sets its own rope type and changes the model's per-token losses (a treatment that left the
+    rotary tables alone would not); the temperature arms stay the same function of n under every treatment."""
+    windows = _windows(4 * L + 1)
+    plain = ce.token_losses(model, windows)
+    with ce.positions(model, treatment, 4, L):
+        assert model.config.rope_parameters["rope_type"] == treatment
+        moved = ce.token_losses(model, windows)
+    assert np.abs(moved - plain).max() > 1e-4
+    assert model.config.rope_parameters["rope_type"] == "default"
+
+
+def test_median_interval_resamples_windows_not_heads():
+    """Two windows, one all 0 and one all 1: a replicate draws windows, so its median is 0, 0.5 or 1 and the
+    interval spans [0, 1]; with every window alike the interval is the point itself."""
+    values = np.stack([np.zeros((1, 4)), np.ones((1, 4))], axis=1)  # (m=1, W=2, H=4)
+    low, high = ce.median_interval(values, seed=0, reps=400)
+    assert low[0] == 0.0 and high[0] == 1.0
+    same = np.full((3, 5, 4), 2.5)
+    low, high = ce.median_interval(same, seed=0, reps=50)
+    assert np.array_equal(low, [2.5] * 3) and np.array_equal(high, [2.5] * 3)
+
+
+def test_operating_points_with_intervals_hold_their_medians(model):
+    windows = _windows(2 * L, count=4)
+    points = ce.operating_points(model, windows, ce.law_factor("log", L, 2), L, per_bucket=3, seed=1, reps=200)
+    plain = ce.operating_points(model, windows, ce.law_factor("log", L, 2), L, per_bucket=3)
+    for key in ce.POINT_STATS:
+        assert (points[f"{key}_low"] <= points[key] + 1e-12).all() and (points[key] <= points[f"{key}_high"] + 1e-12).all()
+        assert np.array_equal(points[key], plain[key])  # the intervals leave the medians as they were
+        assert (points[f"{key}_high"] > points[f"{key}_low"]).any()
+    assert "c_low" not in plain
+
+
+def test_relation_reads_the_interval():
+    assert ce.relation(0.01, 0.03, "no rescaling") == "worse than no rescaling"
+    assert ce.relation(-0.03, -0.01, "no rescaling") == "better than no rescaling"
+    assert ce.relation(-0.01, 0.02, "x") == "not distinguishable from x"
+
+
+def test_criteria_is_the_criterion_of_each_treatment():
+    """Per treatment, from that treatment's own losses: the schedule can predict under one and fail under another."""
+    rng = np.random.default_rng(3)
+    base = rng.normal(2.0, 0.3, size=12)
+    noise = lambda: rng.normal(0, 0.01, size=12)  # noqa: E731
+    good = {s: {"none": base + 0.5, "log": base + noise(), "schedule": base + noise()} for s in (4, 8)}
+    bad = {s: {"none": base + 0.5, "log": base + noise(), "schedule": base + 0.3 + noise()} for s in (4, 8)}
+    result = ce.criteria({"linear": good, "yarn": bad}, seed=2)
+    assert list(result) == ["linear", "yarn"]
+    assert result["linear"]["outcome"] == "predicts" and result["yarn"]["outcome"] == "fails"
+    assert result["yarn"] == ce.criterion(bad, seed=2)
+    with pytest.raises(ce.ExtensionError, match="at least one position treatment"):
+        ce.criteria({}, seed=0)

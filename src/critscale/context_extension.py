@@ -29,6 +29,8 @@ The pre-registered criterion (:func:`criterion`): the schedule *predicts* if, at
 95% interval of its loss beyond L minus the best arm's loss beyond L reaches 0 (its loss is not
 distinguishably above the best arm's), and *fails* otherwise; beside it the Spearman rank correlation, over
 arms, between how far an arm moves c from its value inside the trained length (:func:`c_drift`) and its loss.
+With several position treatments crossed with the arms, :func:`criteria` evaluates it for each treatment on its
+own (a law that works with one treatment only is a finding).
 """
 
 from __future__ import annotations
@@ -62,7 +64,14 @@ class ExtensionError(ValueError):
 
 # ---------------------------------------------------------------- position treatments
 def rope_parameters(treatment: str, s: float, trained_length: int, theta: float) -> dict:
-    """The ``rope_parameters`` of ``treatment`` for a forward at ``s`` times the trained length."""
+    """The ``rope_parameters`` of ``treatment`` for a forward at ``s`` times the trained length.
+
+    ``linear`` divides every rotary frequency by s.  ``yarn`` blends interpolated and original frequencies
+    (YaRN's ramp) with ``attention_factor`` 1.0, so that transformers puts no temperature on cos and sin.
+    ``dynamic`` is transformers' dynamic NTK with factor 1: a forward of n > L tokens gets the base
+    theta (n / L)^(d / (d - 2)) (NTK-aware scaling at the forward's own length: the lowest frequency divided
+    by n / L, the highest kept); with factor a the ratio n / L would become a n / L - a + 1, a stronger scaling.
+    """
     if treatment not in TREATMENTS:
         raise ExtensionError(f"position treatment must be one of {', '.join(TREATMENTS)}, got {treatment!r}")
     if not s >= 1:
@@ -72,7 +81,9 @@ def rope_parameters(treatment: str, s: float, trained_length: int, theta: float)
     if treatment == "yarn":
         return {"rope_type": "yarn", "rope_theta": float(theta), "factor": float(s),
                 "original_max_position_embeddings": int(trained_length), "attention_factor": 1.0}
-    return {"rope_type": treatment, "rope_theta": float(theta), "factor": float(s)}
+    if treatment == "dynamic":
+        return {"rope_type": "dynamic", "rope_theta": float(theta), "factor": 1.0}
+    return {"rope_type": "linear", "rope_theta": float(theta), "factor": float(s)}
 
 
 @contextmanager
@@ -315,11 +326,30 @@ def row_positions(width: int, trained_length: int, per_bucket: int, first: int =
     return np.concatenate(out)
 
 
-def operating_points(model, windows: np.ndarray, factor, trained_length: int, per_bucket: int = 8) -> pd.DataFrame:
+POINT_STATS = ("p_max", "entropy", "c")
+
+
+def median_interval(values: np.ndarray, seed: int, reps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile 95% interval of the median over windows and heads of ``values`` ``(m, W, H)``, per row m.
+
+    A replicate resamples the windows (the same ones for every row and head) and takes the median over the
+    heads of the drawn windows.  Returns ``(low, high)``, each ``(m,)``.
+    """
+    m, windows, heads = values.shape
+    drawn = values[:, _boot_index(windows, seed, reps)]  # (m, reps, W, H)
+    medians = np.median(drawn.reshape(m, reps, windows * heads), axis=-1)  # (m, reps)
+    tail = 100 * (1 - CONFIDENCE) / 2
+    low, high = np.percentile(medians, [tail, 100 - tail], axis=-1)
+    return low, high
+
+
+def operating_points(model, windows: np.ndarray, factor, trained_length: int, per_bucket: int = 8,
+                     seed: int = 0, reps: int = 0) -> pd.DataFrame:
     """Per layer and query position, the medians over heads and windows of p_max, entropy and c under ``factor``.
 
     c = 1 / kappa_16 of the tempered row (the row's operating point in units of its accumulation scale).
-    Columns ``layer, position, n, bucket, p_max, entropy, c``.
+    Columns ``layer, position, n, bucket, p_max, entropy, c``; with ``reps > 0`` also ``<stat>_low`` and
+    ``<stat>_high``, the bootstrap 95% interval over windows of each median (:func:`median_interval`).
     """
     import critscale
 
@@ -332,16 +362,20 @@ def operating_points(model, windows: np.ndarray, factor, trained_length: int, pe
         logits = arm_logits(call, factor, rows)  # (B, H, m, T)
         B, H, m, T = logits.shape
         flat = np.moveaxis(logits, 2, 0).reshape(m, B * H, T)  # (m, B*H, T)
+        per_head = {key: np.empty((m, B, H)) for key in POINT_STATS}
         for i, position in enumerate(rows):
             block = flat[i][:, :position + 1]  # (B*H, n)
             stats = critscale.softmax_stats(block, np.array([1.0]))
-            kappa16 = critscale.accumulation_scale(block, K=16)
-            records.append({"layer": call["layer"], "position": int(position), "n": int(position) + 1,
-                            "bucket": int(position) // trained_length,
-                            "p_max": float(np.median(stats.max_weight[:, 0])),
-                            "entropy": float(np.median(stats.entropy[:, 0])),
-                            "c": float(np.median(1.0 / kappa16))})
-    return pd.DataFrame(records)
+            per_head["p_max"][i] = stats.max_weight[:, 0].reshape(B, H)
+            per_head["entropy"][i] = stats.entropy[:, 0].reshape(B, H)
+            per_head["c"][i] = (1.0 / critscale.accumulation_scale(block, K=16)).reshape(B, H)
+        columns = {"layer": call["layer"], "position": rows, "n": rows + 1, "bucket": rows // trained_length}
+        for key, values in per_head.items():
+            columns[key] = np.median(values.reshape(m, B * H), axis=1)
+            if reps > 0:
+                columns[f"{key}_low"], columns[f"{key}_high"] = median_interval(values, seed, reps)
+        records.append(pd.DataFrame(columns))
+    return pd.concat(records, ignore_index=True)
 
 
 def c_drift(points: pd.DataFrame, reference: pd.DataFrame, trained_length: int) -> float:
@@ -353,6 +387,15 @@ def c_drift(points: pd.DataFrame, reference: pd.DataFrame, trained_length: int) 
     if beyond.empty or not set(beyond.index) <= set(inside.index):
         raise ExtensionError("c drift needs positions beyond L in the arm's rows and every layer in the reference")
     return float(np.mean(np.abs(beyond - inside.loc[beyond.index])))
+
+
+def relation(low: float, high: float, other: str) -> str:
+    """How an arm compares with ``other`` from the 95% interval ``[low, high]`` of (arm - other)'s loss."""
+    if low > 0:
+        return f"worse than {other}"
+    if high < 0:
+        return f"better than {other}"
+    return f"not distinguishable from {other}"
 
 
 # ---------------------------------------------------------------- the pre-registered criterion
@@ -387,3 +430,10 @@ def criterion(beyond: dict, *, seed: int, reps: int = 2000, multiples=CRITERION_
                               "holds": bool(low <= 0.0)}
         holds.append(low <= 0.0)
     return {"outcome": "predicts" if all(holds) else "fails", "lengths": per_length}
+
+
+def criteria(beyond: dict, *, seed: int, reps: int = 2000, multiples=CRITERION_MULTIPLES) -> dict:
+    """:func:`criterion` for each position treatment of ``beyond[treatment][s][arm]``, in the record's order."""
+    if not beyond:
+        raise ExtensionError("the criterion needs the losses of at least one position treatment")
+    return {treatment: criterion(arms, seed=seed, reps=reps, multiples=multiples) for treatment, arms in beyond.items()}
