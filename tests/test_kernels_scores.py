@@ -242,17 +242,17 @@ def test_gpu_tile_shapes_run_in_interpreter(block):
 
 def test_float32_counts_stay_below_the_exact_limit(monkeypatch):
     """Counts are float32 sums, exact while one lane counts at most 2^24 entries per program; the launcher
-    splits rows so that it does.  With the limit lowered to 16 (4 entries per lane and tile in the interpreter
-    block), a 2000-column row needs at least 4 column chunks, and its counts stay exact."""
+    splits rows so that it does.  With the limit lowered to 8 (4 entries per lane and tile in the interpreter
+    block), a 1000-column row needs at least 4 column chunks, and its counts stay exact."""
     from critscale.kernels import twopass
 
     require("triton-interpreter")
-    monkeypatch.setattr(twopass, "COUNT_EXACT_LIMIT", 16)
-    s = (torch.randint(-300, 300, (2, 2000), generator=torch.Generator().manual_seed(3)).float() / 64)
+    monkeypatch.setattr(twopass, "COUNT_EXACT_LIMIT", 8)
+    s = (torch.randint(-300, 300, (2, 1000), generator=torch.Generator().manual_seed(3)).float() / 64)
     t = np.array([0.0, 0.5 / 64, 1.0, 3.0, np.inf])
     res = row_stats(s, [1.0], t, backend="triton-interpreter", split=1).to_numpy()
-    assert res.notes["block"][1] == 128  # 16 tiles of 128 columns, 4 entries per lane and tile
-    assert res.notes["split"] == 4  # asked for 1: at most 16 / 4 = 4 tiles per chunk
+    assert res.notes["block"][1] == 128  # 8 tiles of 128 columns (the last partial), 4 entries per lane and tile
+    assert res.notes["split"] == 4  # asked for 1: at most 8 / 4 = 2 tiles per chunk
     np.testing.assert_array_equal(res.counts, critscale.gap_counts(s.double().numpy(), t))
 
 
