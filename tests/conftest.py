@@ -40,3 +40,27 @@ def ci_results():
         return load_results(notebook, CI_RESULTS)
 
     return load
+
+
+def _notebook_of(request) -> str:
+    """The ``NB`` a chapter test module names (the notebook whose ci page it reads)."""
+    notebook = getattr(request.module, "NB", None)
+    if notebook is None:
+        pytest.fail(f"{request.module.__name__} asks for the page fixtures but names no notebook (NB = ...)")
+    return notebook
+
+
+@pytest.fixture
+def page(request, ci_results):
+    """The ``values`` the ci page of the requesting module's ``NB`` recorded (skips as ``ci_results`` does)."""
+    return ci_results(_notebook_of(request))["values"]
+
+
+@pytest.fixture
+def params(request):
+    """The ci parameters (``params/ci/<NB>.yaml``) of the requesting module's notebook."""
+    import yaml
+
+    from critscale.provenance import repo_root
+
+    return yaml.safe_load((repo_root() / "params" / "ci" / f"{_notebook_of(request)}.yaml").read_text())

@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-import yaml
 
 from critscale.diagnostic.design import QUERIES, length_grid
 from critscale.diagnostic.pipeline import MIN_NULL_WINDOWS, NULL_WINDOW_FACTOR
@@ -15,16 +14,6 @@ from critscale.provenance import repo_root
 
 pytestmark = pytest.mark.book
 NB = "13_gpt2_attention"
-
-
-@pytest.fixture
-def page(ci_results):
-    return ci_results(NB)["values"]
-
-
-@pytest.fixture
-def params():
-    return yaml.safe_load((repo_root() / "params" / "ci" / f"{NB}.yaml").read_text())
 
 
 def _models(page) -> dict:

@@ -7,23 +7,11 @@ import math
 
 import numpy as np
 import pytest
-import yaml
 
 from critscale import context_extension as ce
-from critscale.provenance import repo_root
 
 pytestmark = pytest.mark.book
 NB = "14_context_extension"
-
-
-@pytest.fixture
-def page(ci_results):
-    return ci_results(NB)["values"]
-
-
-@pytest.fixture
-def params():
-    return yaml.safe_load((repo_root() / "params" / "ci" / f"{NB}.yaml").read_text())
 
 
 def test_criterion_recomputed_from_the_recorded_losses(page, params):

@@ -576,14 +576,14 @@ def test_gpu_book_runs_notebooks_through_the_build_driver(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_book.py"), "run", "--out", str(tmp_path),
-                           "--profile", "ci", "--site", str(site), "10_rescaling_rules"], cwd=ROOT, env=env,
+                           "--profile", "ci", "--site", str(site), "01_definitions"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with tarfile.open(tmp_path / "gpu_book.tar.gz") as tar:
         prov = json.load(tar.extractfile("provenance.json"))
-        nb = json.load(tar.extractfile("executed/10_rescaling_rules.ipynb"))
-    assert prov["notebooks"]["10_rescaling_rules"]["status"] == "ok" and prov["profile"] == "ci"
+        nb = json.load(tar.extractfile("executed/01_definitions.ipynb"))
+    assert prov["notebooks"]["01_definitions"]["status"] == "ok" and prov["profile"] == "ci"
     tags = [c["metadata"].get("tags", []) for c in nb["cells"] if c["cell_type"] == "code"]
     assert sum("parameters" in t for t in tags) == 1 and not any("injected-parameters" in t for t in tags)
     box = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
-    assert "The parameters of this build (params/ci/10_rescaling_rules.yaml)" in "".join(box["source"])
+    assert "The parameters of this build (params/ci/01_definitions.yaml)" in "".join(box["source"])

@@ -155,7 +155,10 @@ def test_half_precision_inputs(backend):
 def test_split_invariance_and_batch_shape(backend):
     """Any number of column chunks gives the same counts and (to fp32 rounding) the same sums."""
     require(backend)
-    n = 1500  # at least 3 column tiles for every block width used (GPU: 512)
+    # at least 3 column tiles for every block width used (GPU: 512); the interpreter's tiles are 128 wide, so there
+    # 700 columns make 6 tiles, the last one partial: split 3 gives 3 chunks of 2 tiles each (a middle chunk, a loop
+    # over tiles inside each chunk, the tail in the last), as 1500 did with 12 tiles, at under half the time
+    n = 700 if backend == "triton-interpreter" else 1500
     s = irregular_scores(10, n, seed=9).reshape(2, 5, n)
     a = row_stats(s.to(device_of(backend)), [0.5, 2.0], [0.0, 0.5, 2.0], backend=backend, split=1)
     b = row_stats(s.to(device_of(backend)), [0.5, 2.0], [0.0, 0.5, 2.0], backend=backend, split=3)
@@ -239,17 +242,17 @@ def test_gpu_tile_shapes_run_in_interpreter(block):
 
 def test_float32_counts_stay_below_the_exact_limit(monkeypatch):
     """Counts are float32 sums, exact while one lane counts at most 2^24 entries per program; the launcher
-    splits rows so that it does.  With the limit lowered to 16 (4 entries per lane and tile in the interpreter
-    block), a 2000-column row needs at least 4 column chunks, and its counts stay exact."""
+    splits rows so that it does.  With the limit lowered to 8 (4 entries per lane and tile in the interpreter
+    block), a 1000-column row needs at least 4 column chunks, and its counts stay exact."""
     from critscale.kernels import twopass
 
     require("triton-interpreter")
-    monkeypatch.setattr(twopass, "COUNT_EXACT_LIMIT", 16)
-    s = (torch.randint(-300, 300, (2, 2000), generator=torch.Generator().manual_seed(3)).float() / 64)
+    monkeypatch.setattr(twopass, "COUNT_EXACT_LIMIT", 8)
+    s = (torch.randint(-300, 300, (2, 1000), generator=torch.Generator().manual_seed(3)).float() / 64)
     t = np.array([0.0, 0.5 / 64, 1.0, 3.0, np.inf])
     res = row_stats(s, [1.0], t, backend="triton-interpreter", split=1).to_numpy()
-    assert res.notes["block"][1] == 128  # 16 tiles of 128 columns, 4 entries per lane and tile
-    assert res.notes["split"] == 4  # asked for 1: at most 16 / 4 = 4 tiles per chunk
+    assert res.notes["block"][1] == 128  # 8 tiles of 128 columns (the last partial), 4 entries per lane and tile
+    assert res.notes["split"] == 4  # asked for 1: at most 8 / 4 = 2 tiles per chunk
     np.testing.assert_array_equal(res.counts, critscale.gap_counts(s.double().numpy(), t))
 
 
