@@ -37,7 +37,7 @@ import triton.language as tl
 from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
 from .rowstats import RowStats, reference_from_scores, restore
 from .scores import checked_reference, check_block
-from .tiles import (fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologue, store_pass1,
+from .tiles import (fold_pass1, fold_pass2_tree, init_pass1, init_pass2, pass_prologue, store_pass1,
                     store_pass2)
 from .twopass import Launch, pow2, run_two_pass
 
@@ -152,8 +152,8 @@ def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
     for c in tl.range(lo, hi, BN, num_stages=STAGES):
         s, _inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
                               BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN / 4, 4)
-        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR, NS,
-                                             BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
+        m0, acc_a, acc_b, acc_n = fold_pass2_tree(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR,
+                                                  NS, BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 

@@ -395,7 +395,7 @@ def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_
     top1, top2, low, count, bad = init_pass1(BM, BN // _V)
     for c in range(lo, hi, BN):
         s, inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-        top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, True)
+        top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, True, False)
     store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 

@@ -78,23 +78,48 @@ def init_pass1(BM: tl.constexpr, L: tl.constexpr):
 
 
 @triton.jit
-def fold_pass1(s, inside, top1, top2, low, count, bad, NEG_INF_BAD: tl.constexpr):
+def fold_pass1(s, inside, top1, top2, low, count, bad, NEG_INF_BAD: tl.constexpr, COLS: tl.constexpr = True):
     """Fold one ``(BM, V, L)`` fp32 tile into the per-lane partials ``(BM, L)`` (reductions over ``V`` only).
 
     ``inside`` marks the entries of the rows (in range, not causally masked).  Bad entries: NaN and ``+inf``;
     with ``NEG_INF_BAD`` also ``-inf`` (computed scores, where ``-inf`` is an overflow, not a mask).
+    With ``COLS`` the top two are kept one column at a time (:func:`top2_cols`) and one compare of ``|s|``
+    tells the finite entries from NaN and both infinities; without it (generated tiles, whose generator the
+    compiler would otherwise recompute for each column) they are reduced over ``V`` and merged.
     """
-    finite = (s == s) & (s < float("inf")) & (s > float("-inf"))
+    if COLS:
+        finite = tl.abs(s) < float("inf")  # false for NaN and both infinities
+    else:
+        finite = (s == s) & (s < float("inf")) & (s > float("-inf"))
     valid = inside & finite
     if NEG_INF_BAD:
         isbad = inside & (~finite)
     else:
-        isbad = inside & ((s != s) | (s == float("inf")))
+        isbad = inside & (~finite) & (s != float("-inf"))
     x = tl.where(valid, s, float("-inf"))
-    t1, t2 = _top2_over(x, tl.full(x.shape, float("-inf"), tl.float32), 1)
-    return _merge_order_stats(top1, top2, low, count, bad, t1, t2,
-                              tl.min(tl.where(valid, s, float("inf")), axis=1),
-                              tl.sum(valid.to(tl.int32), axis=1), tl.sum(isbad.to(tl.int32), axis=1))
+    lows = tl.min(tl.where(valid, s, float("inf")), axis=1)
+    nvalid, nbad = tl.sum(valid.to(tl.int32), axis=1), tl.sum(isbad.to(tl.int32), axis=1)
+    if COLS:
+        top1, top2 = top2_cols(x, top1, top2, x.shape[1])
+        low, count, bad = tl.minimum(low, lows), count + nvalid, bad + nbad
+    else:
+        t1, t2 = _top2_over(x, tl.full(x.shape, float("-inf"), tl.float32), 1)
+        top1, top2, low, count, bad = _merge_order_stats(top1, top2, low, count, bad, t1, t2, lows, nvalid, nbad)
+    return top1, top2, low, count, bad
+
+
+@triton.jit
+def top2_cols(x, top1, top2, V: tl.constexpr):
+    """The top two (with multiplicity) of ``top1``, ``top2`` ``(BM, L)`` and the ``V`` columns of ``x``
+    ``(BM, V, L)``, one column at a time: ``top2 <- max(top2, min(top1, x))``, ``top1 <- max(top1, x)``
+    (a value equal to ``top1`` makes ``top2 = top1``), two instructions per score."""
+    if V == 1:
+        xv = tl.reshape(x, top1.shape)
+        return tl.maximum(top1, xv), tl.maximum(top2, tl.minimum(top1, xv))
+    else:
+        x0, x1 = _halves(x)
+        top1, top2 = top2_cols(x0, top1, top2, V // 2)
+        return top2_cols(x1, top1, top2, V // 2)
 
 
 @triton.jit
@@ -130,10 +155,100 @@ def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr
 
 
 @triton.jit
+def slot_get(acc, slot, k: tl.constexpr):
+    """Slot ``k`` ``(BM, L)`` of the accumulators ``acc`` ``(BM, NS, L)``: a select and an integer sum of
+    zeros, exact, which the compiler folds away (the slot index is a compile-time constant)."""
+    bits = tl.where(slot == k, acc.to(tl.int32, bitcast=True), 0)
+    return tl.sum(bits, axis=1).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _halves(x):
+    """The columns of ``x`` ``(BM, V, L)`` in two halves ``(BM, V / 2, L)`` (even and odd ``v``; in-thread)."""
+    y = tl.reshape(tl.permute(x, (0, 2, 1)), [x.shape[0], x.shape[2], x.shape[1] // 2, 2])
+    a, b = tl.split(y)
+    return tl.permute(a, (0, 2, 1)), tl.permute(b, (0, 2, 1))
+
+
+@triton.jit
+def chain_add(x, acc, V: tl.constexpr):
+    """``acc + x_0 + ... + x_{V-1}`` added one column at a time (``x`` ``(BM, V, L)``, ``acc`` ``(BM, L)``):
+    ``V`` adds, where a tree over ``V`` and then one add into ``acc`` issue as many."""
+    if V == 1:
+        return acc + tl.reshape(x, acc.shape)
+    else:
+        x0, x1 = _halves(x)
+        return chain_add(x1, chain_add(x0, acc, V // 2), V // 2)
+
+
+@triton.jit
+def chain_fma(x, y, acc, V: tl.constexpr):
+    """``acc + x_0 y_0 + ... + x_{V-1} y_{V-1}`` as ``V`` fused multiply-adds, one column at a time (a tree
+    of products and then one add into ``acc`` issues ``V + 1`` instructions, one of them a lone multiply)."""
+    if V == 1:
+        return tl.fma(tl.reshape(x, acc.shape), tl.reshape(y, acc.shape), acc)
+    else:
+        x0, x1 = _halves(x)
+        y0, y1 = _halves(y)
+        return chain_fma(x1, y1, chain_fma(x0, y0, acc, V // 2), V // 2)
+
+
+@triton.jit
 def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
                LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr,
                SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr):
     """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
+
+    The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
+    instruction immediates, not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):
+    ``acc_a += sum_v w``, ``acc_b += sum_v w Delta`` (only where ``BNEED``: a level that only gives some
+    ``C(beta) = A(2 beta)`` needs no ``B``) with ``w = 2^{-ROOTS2[r] Delta}`` at level 0 and
+    ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`); ``m0 += #{Delta <= snap}``.
+    Each slot's sums take the ``V`` columns one at a time into its accumulator (:func:`chain_add`,
+    :func:`chain_fma`: one instruction per score and sum), and a top level that only feeds ``C`` adds
+    ``fma(w, w, acc)`` without rounding ``w^2`` on its own (one rounding fewer than the bound of
+    :func:`critscale.kernels.ladder.term_error_bound` allows for that level).
+    The counts of the chunk's ``NT`` thresholds go into the bit-sliced planes ``acc_n`` through the bucket
+    table at ``tab_ptr`` (``SHIFT``, ``BLO``, ``NBK``; :mod:`critscale.kernels.counting`).
+    """
+    delta = top[:, None, None] - s  # (BM, V, L); +inf where masked
+    near = delta <= snap[:, None, None]
+    m0 += tl.sum(near.to(tl.float32), axis=1)
+    dx = tl.where(near, float("inf"), delta)  # excluded from the sums: weight 2^-inf = 0
+    dfin = tl.minimum(dx, FP32_MAX)  # finite, so that 0 * dfin = 0
+    slot = tl.arange(0, NS)[None, :, None]  # (1, NS, 1)
+    V: tl.constexpr = s.shape[1]
+    for r in tl.static_range(NR):
+        w = tl.exp2(dx * (-ROOTS2[r]))  # (BM, V, L)
+        for lv in tl.static_range(LVR):
+            if lv > 0 and lv + 1 == LVR and not BNEED[r * LVR + lv]:
+                # a top level that only gives some C(beta): its square fused with its add, w^2 never rounded
+                a = chain_fma(wprev, wprev, slot_get(acc_a, slot, r * LVR + lv), V)
+            else:
+                a = chain_add(w, slot_get(acc_a, slot, r * LVR + lv), V)
+            acc_a = tl.where(slot == r * LVR + lv, a[:, None, :], acc_a)
+            if BNEED[r * LVR + lv]:
+                b = chain_fma(w, dfin, slot_get(acc_b, slot, r * LVR + lv), V)
+                acc_b = tl.where(slot == r * LVR + lv, b[:, None, :], acc_b)
+            if lv + 2 < LVR or (lv + 2 == LVR and BNEED[r * LVR + lv + 1]):
+                w = w * w
+            elif lv + 2 == LVR:
+                wprev = w
+    if NT > 0:
+        dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap +0
+        words = thermometer_words(dcount, tab_ptr, acc_n, SHIFT, BLO, NBK, NT, 64 if NTP > 32 else 32)
+        acc_n = count_words(words, acc_n, NPL, NPLP)
+    return m0, acc_a, acc_b, acc_n
+
+
+@triton.jit
+def fold_pass2_tree(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
+               LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr,
+               SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr):
+    """:func:`fold_pass2` with each slot's sums reduced over ``V`` and then added to their accumulator, for the
+    tensor-core tile of the qk kind (whose MMA layout the column-at-a-time sums would have to convert).
+
+    Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
 
     The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
     instruction immediates, not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):

@@ -158,3 +158,47 @@ def test_sass_record_supports_the_chapters_statements(sass):
     pass2 = sass["kinds"]["scores"]["grid32"]["kernels"][1]["per_score"]["total"]
     assert m["first_chunk_thresholds"] * m["per_threshold"] < m["first_chunk_roots"] * m["per_root"]
     assert m["first_chunk_thresholds"] * m["per_threshold"] + m["first_chunk_roots"] * m["per_root"] <= pass2
+
+
+def _ladder_fma(beta) -> int:
+    """FMA-pipe instructions per score of the ladder's own arithmetic (scripts/gpu_suite/floors.py's model)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gpu_suite import floors
+
+    return floors.ladder_instructions(beta)["fma"]
+
+
+def test_compiled_ladder_issues_at_most_one_fma_pipe_instruction_per_chain_beyond_its_arithmetic(sass):
+    """Pass 2 of stored scores on the 32-value grid: the FMA-pipe instructions per score (FFMA, FMUL, FADD and
+    IMAD) exceed the ladder's arithmetic (per chain the exponent's multiply, an add to A per level, a squaring
+    per level above the root with the last fused into its add, and one FFMA of B per requested beta) by at
+    most one per chain.  Sums reduced over a thread's columns and then added to their accumulator (a lone
+    multiply per sum of products) and a last squaring rounded on its own issued 1.9 per chain and fail here."""
+    rec = sass["kinds"]["scores"]["grid32"]
+    ps = rec["kernels"][1]["per_score"]
+    roots = rec["marginal"]["first_chunk_roots"]
+    extra = ps.get("FMA", 0.0) + ps.get("FMAHEAVY", 0.0) - _ladder_fma(sass["grids"]["grid32"]["beta"])
+    assert 0.0 <= extra <= roots, (extra, roots)
+
+
+def test_stored_score_pass1_issues_fewer_cycles_than_its_read_takes(sass):
+    """Pass 1 of stored scores reads 4 bytes per score; at the copy bandwidth of the recorded H200 run
+    (results/gpu/kernels_bench.json: multiprocessors and clock) that read takes longer than the pass's
+    slowest pipe or issue, so the pass runs at its read.  The tree reduction of the top two over a thread's
+    columns needed 17.4 ALU instructions per score, 0.27 cycles of one multiprocessor against 0.24 for the
+    read, and fails here."""
+    bench = json.loads((ROOT / "results" / "gpu" / "kernels_bench.json").read_text())
+    prov, ceil = bench["provenance"], bench["ceilings"]
+    import re
+
+    clock = prov.get("max_sm_clock_mhz")
+    if clock is None:
+        clock = float(re.search(r"(\d+) MHz", prov["nvidia_smi"]).group(1))
+    bytes_per_cycle = ceil["copy_bandwidth_Bps"] / (prov["multiprocessors"] * clock * 1e6)
+    read_cycles = 4.0 / bytes_per_cycle
+    for grid in ("grid32", "grid1"):
+        k = sass["kinds"]["scores"][grid]["kernels"][0]
+        assert k["pass"] == 1
+        assert max(k["floor_clocks_per_score"].values()) < read_cycles, (grid, k["floor_clocks_per_score"], read_cycles)
