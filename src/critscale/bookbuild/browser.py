@@ -7,7 +7,9 @@ and returns what a reader would see there, as a ``Measurement``:
   ``clientWidth``, and the header cells whose text breaks inside a word;
 - ``math``: every display equation (MathJax ``mjx-container[display]``) with the width of its
   typeset formula and of its box, and whether a scrolling box holds it;
-- ``figures``: every image of the article with its rendered width in CSS pixels and the file it shows.
+- ``figures``: every image of the article with its rendered width in CSS pixels and the file it shows
+  (0 for an image the page hides, e.g. the layout of a figure meant for another width);
+- ``hidden_figures``: the figures of the article none of whose images is shown.
 
 It needs no Python package and no driver: a copy of the page, written beside it (so that its
 relative links resolve), carries a script that waits for MathJax and the images, measures, and
@@ -24,15 +26,15 @@ import re
 import shutil
 import subprocess
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 MARKER = "critscale-measure"
 TIMEOUT_S = 120
 
-# Runs in the page: waits for MathJax, fonts and images, then writes the measurements (JSON,
-# URI-encoded so that no character needs escaping in the dumped HTML) into <pre id=MARKER>.
+# Runs in the page: waits for MathJax, fonts and images, then posts the measurements (JSON,
+# URI-encoded so that no character needs escaping in the dumped HTML) to the frame's page.
 _SCRIPT = r"""
 <script>
 (function () {
@@ -67,7 +69,7 @@ _SCRIPT = r"""
   function measure() {
     var article = document.querySelector('article.bd-article') || document.body;
     var out = {viewport: document.documentElement.clientWidth, column: article.clientWidth,
-               tables: [], math: [], figures: []};
+               tables: [], math: [], figures: [], hidden_figures: []};
     article.querySelectorAll('table').forEach(function (t) {
       var box = t.parentElement;
       out.tables.push({label: label(t), width: Math.ceil(Math.max(t.scrollWidth, t.offsetWidth)),
@@ -87,6 +89,11 @@ _SCRIPT = r"""
     article.querySelectorAll('img').forEach(function (img) {
       out.figures.push({src: img.getAttribute('src'), width: img.getBoundingClientRect().width,
                         natural: img.naturalWidth});
+    });
+    article.querySelectorAll('figure').forEach(function (f) {
+      var images = f.querySelectorAll('img');
+      var shown = Array.prototype.some.call(images, function (i) { return i.getBoundingClientRect().width > 0; });
+      if (images.length && !shown) out.hidden_figures.push(label(f));
     });
     return out;
   }
@@ -137,6 +144,7 @@ class Measurement:
     tables: list[dict]
     math: list[dict]
     figures: list[dict]
+    hidden_figures: list[str] = field(default_factory=list)
 
 
 def chromium() -> str | None:

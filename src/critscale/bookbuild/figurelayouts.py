@@ -9,14 +9,20 @@ when the figure is narrower than the wide layout (``plotting.HTML_FIGURE_WIDTH_I
 figure's text is never shown smaller than it was set.  Builders other than HTML (the PDF) keep the
 wide image alone.  A figure glued without a phone layout is placed as myst-nb places it.
 
+A figure of a page's own (``{figure} _generated/headline.*``, the landing page's) gets its phone layout
+the same way when a file ``<name>-narrow.svg`` (or ``.png``) lies beside its image (``site.py`` copies
+``<key>.narrow.svg`` there).
+
 Use: list ``critscale.bookbuild.figurelayouts`` after ``myst_nb`` in the book's extensions.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from sphinx.transforms import SphinxTransform
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
 WIDE, NARROW, FIGURE = "critscale-wide", "critscale-narrow", "critscale-two-layouts"
@@ -63,6 +69,38 @@ def _directive():
     return TwoLayoutFigure
 
 
+class FileFigureLayouts(SphinxTransform):
+    """A ``{figure}`` whose image has a ``<name>-narrow`` file beside it gets that file as its phone layout."""
+
+    default_priority = 500
+
+    def apply(self, **kwargs: Any) -> None:
+        for figure in list(self.document.findall(nodes.figure)):
+            if FIGURE in figure["classes"]:
+                continue
+            images = [c for c in figure.children if isinstance(c, nodes.image)]
+            if len(images) != 1:
+                continue
+            narrow = self._narrow_file(images[0]["uri"])
+            if narrow is None:
+                continue
+            images[0]["classes"].append(WIDE)
+            figure.insert(figure.index(images[0]) + 1, nodes.image(uri=narrow, classes=[NARROW], alt=""))
+            figure["classes"].append(FIGURE)
+
+    def _narrow_file(self, uri: str) -> str | None:
+        """The uri of the phone layout beside the image ``uri`` (``a/b.*`` or ``a/b.svg``: ``a/b-narrow.svg``)."""
+        if "://" in uri or uri.startswith("data:"):
+            return None
+        folder, _, name = uri.rpartition("/")
+        stem = name.split(".")[0]
+        for suffix in ("svg", "png"):
+            candidate = f"{folder}/{stem}-narrow.{suffix}" if folder else f"{stem}-narrow.{suffix}"
+            if Path(self.env.relfn2path(candidate, self.env.docname)[1]).exists():
+                return candidate
+        return None
+
+
 class WideLayoutOnly(SphinxPostTransform):
     """Outside HTML the figure is the wide layout alone: the phone layout and the classes are removed."""
 
@@ -93,5 +131,6 @@ def _remove_bundle(image: nodes.image, figure: nodes.figure) -> None:
 def setup(app) -> dict:
     app.setup_extension("myst_nb")
     app.add_directive_to_domain("glue", "figure", _directive(), override=True)
+    app.add_transform(FileFigureLayouts)
     app.add_post_transform(WideLayoutOnly)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
