@@ -6,12 +6,13 @@ figure out ``NARROW_FIGURE_WIDTH_IN`` wide for as long as the ``with`` block las
 it was afterwards:
 
 - the panels are grouped into the columns of the wide layout (axes whose boxes overlap horizontally,
-  a colour bar beside a panel with its panel) and the columns are stacked top to bottom, left to right,
-  each moved as one block, so that a column's panels keep their alignment;
-- every block is left-aligned on its axes (not on its labels), so that the stacked panels line up,
-  and narrowed (its axes, not its text) until it fits the width;
+  a colour bar beside a panel with its panel) and the columns are put one below the other, left to
+  right, each panel (with its twins and insets) below the one above it in its column;
+- every column is left-aligned on its axes (not on its labels), so that the stacked panels line up,
+  and its axes (not its text) narrowed or widened to fill the width;
 - a y axis shared with another column gets back the tick labels and label that the wide layout left
   to the leftmost panel;
+- a panel's legend set beside the panel (outside its axes, left or right) is set again below it;
 - the figure's own legends are set again with as many columns as fit, and its own texts (a title,
   ``plotting.stamp``'s line) are wrapped to the width, above or below the panels as in the wide layout.
 
@@ -41,6 +42,7 @@ class _Saved:
     legends: list = field(default_factory=list)
     texts: dict = field(default_factory=dict)  # text -> (position, string, va)
     ticks: list = field(default_factory=list)  # (axes, labelleft, labelright, ylabel) changed
+    axes_legends: list = field(default_factory=list)  # (axes, its legend) replaced
 
 
 def _save(fig) -> _Saved:
@@ -62,6 +64,8 @@ def _reset_texts(fig, saved: _Saved) -> None:
 
 
 def _restore(fig, saved: _Saved) -> None:
+    for ax, legend in saved.axes_legends:
+        ax.legend_ = legend
     for ax, labelleft, labelright, ylabel in saved.ticks:
         ax.yaxis.set_tick_params(which="both", labelleft=labelleft, labelright=labelright)
         ax.set_ylabel(ylabel)
@@ -97,13 +101,13 @@ def _inches(bbox, fig):
     return tuple(v / fig.dpi for v in (bbox.x0, bbox.y0, bbox.x1, bbox.y1))
 
 
-def _boxes(fig, saved):
+def _boxes(saved):
     """Each axes' active box in inches in the wide layout."""
     w, h = saved.size
     return {ax: (a.x0 * w, a.y0 * h, a.x1 * w, a.y1 * h) for ax, (_, a) in saved.positions.items()}
 
 
-def _columns(fig, boxes) -> list[list]:
+def _columns(boxes) -> list[list]:
     """The axes grouped into the wide layout's columns, left to right."""
     axes = list(boxes)
     parent = {ax: ax for ax in axes}
@@ -131,6 +135,21 @@ def _columns(fig, boxes) -> list[list]:
         else:
             merged.append(column)
     return merged
+
+
+def _rows(column, boxes) -> list[list]:
+    """A column's axes grouped into rows (axes whose boxes overlap vertically: twins, insets), top to bottom."""
+    rows: list[list] = []
+    for ax in sorted(column, key=lambda a: -boxes[a][3]):
+        _, y0, _, y1 = boxes[ax]
+        for row in rows:
+            r0, r1 = min(boxes[a][1] for a in row), max(boxes[a][3] for a in row)
+            if min(y1, r1) - max(y0, r0) > 0.5 * min(y1 - y0, r1 - r0):
+                row.append(ax)
+                break
+        else:
+            rows.append([ax])
+    return rows
 
 
 def _share_y_labels(fig, columns, saved) -> None:
@@ -174,8 +193,8 @@ def _place(fig, ax, box, size):
     ax.set_position(position, which="both")
 
 
-def _narrow(fig, saved, columns, boxes, width_in, renderer):
-    """Narrow each column's axes and left-align them on their axes; returns the new boxes (inches)."""
+def _narrow(fig, columns, boxes, width_in, renderer):
+    """Fit each column's axes to the width and left-align them on their axes; returns the new boxes (inches)."""
     tight = {i: _tight(fig, renderer, column) for i, column in enumerate(columns)}
     w = fig.get_size_inches()[0]
     overhang = {}
@@ -192,7 +211,7 @@ def _narrow(fig, saved, columns, boxes, width_in, renderer):
     for i, column in enumerate(columns):
         _, right, x0, x1 = overhang[i]
         room = width_in - left - max(0.0, right)
-        factor = min(1.0, room / (x1 - x0))
+        factor = room / (x1 - x0)  # narrower or wider: every column as wide as the phone's
         if factor < _MIN_SQUEEZE:
             raise ValueError(f"a column of the figure has labels {left + max(0.0, right):.2f} in wide: its panels do not "
                              f"fit {width_in:.2f} in")
@@ -220,37 +239,64 @@ def _wrap(text, width_in, renderer, fig) -> None:
     raise ValueError(f"the figure text {text.get_text()[:40]!r} does not fit {width_in:.2f} in")
 
 
-def _legend_again(fig, legend, width_in, renderer):
-    """The figure legend set again with as many columns as fit ``width_in``."""
+def _set_again(owner, legend, width_in, renderer, fig, **placement):
+    """``legend`` set again on ``owner`` (the figure or an axes) with as many columns as fit ``width_in``."""
     labels = [t.get_text() for t in legend.texts]
-    handles = list(legend.legend_handles)
     title = legend.get_title()
-    size = legend.texts[0].get_fontsize() if legend.texts else None
-    fig.legends.remove(legend)
-    for ncol in range(max(1, len(labels)), 0, -1):
-        new = fig.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=size,
-                         title=title.get_text() or None, title_fontsize=title.get_fontsize(),
-                         frameon=legend.get_frame_on())
+    style = dict(fontsize=legend.texts[0].get_fontsize() if legend.texts else None,
+                 title=title.get_text() or None, title_fontsize=title.get_fontsize(), frameon=legend.get_frame_on())
+    ncol = max(1, len(labels))
+    while True:
+        new = owner.legend(list(legend.legend_handles), labels, ncol=ncol, **placement, **style)
         box = _inches(new.get_window_extent(renderer), fig)
         if box[2] - box[0] <= width_in or ncol == 1:
             return new
-        fig.legends.remove(new)
-    raise AssertionError("unreachable")
+        if owner is fig:
+            fig.legends.remove(new)
+        ncol -= 1
+
+
+def _legend_again(fig, legend, width_in, renderer):
+    """The figure legend set again with as many columns as fit ``width_in``."""
+    fig.legends.remove(legend)
+    return _set_again(fig, legend, width_in, renderer, fig, loc="upper center")
+
+
+def _legends_below(fig, saved, width_in, renderer) -> None:
+    """A panel's legend beside it (outside its axes, left or right) set again below its x axis."""
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible() or not ax.get_visible():
+            continue
+        box, axes_box = _inches(legend.get_window_extent(renderer), fig), _inches(ax.bbox, fig)
+        if axes_box[0] + 0.01 < box[0] + (box[2] - box[0]) / 2 < axes_box[2] - 0.01:
+            continue  # over or under the axes: it moves with them
+        legend.set_visible(False)
+        tight = _inches(ax.get_tightbbox(renderer), fig)
+        legend.set_visible(True)
+        anchor = (tight[1] - GAP_IN / 2 - axes_box[1]) / (axes_box[3] - axes_box[1])
+        saved.axes_legends.append((ax, legend))
+        # from the axes' left edge, as wide as the column leaves beside the panel's y labels
+        room = width_in - max(0.0, axes_box[0] - tight[0])
+        _set_again(ax, legend, room, renderer, fig, loc="upper left", bbox_to_anchor=(0.0, anchor),
+                   borderaxespad=0.0)
 
 
 def _lay_out(fig, saved, width_in) -> None:
     renderer = _renderer(fig)
     fig.set_layout_engine("none")
-    boxes = _boxes(fig, saved)
-    columns = _columns(fig, boxes)
+    boxes = _boxes(saved)
+    columns = _columns(boxes)
     _share_y_labels(fig, columns, saved)
+    renderer = _renderer(fig)
+    _legends_below(fig, saved, width_in - 2 * GAP_IN, renderer)
     renderer = _renderer(fig)
     import matplotlib as mpl
 
     # the content's width: a figure saved with ``bbox_inches="tight"`` gets a pad on either side
     target = width_in - 2 * float(mpl.rcParams["savefig.pad_inches"])
     for _ in range(_TRIES):
-        narrowed = _narrow(fig, saved, columns, boxes, target, renderer)
+        narrowed = _narrow(fig, columns, boxes, target, renderer)
         _stack(fig, saved, columns, narrowed, target, renderer)
         from .plotting import saved_width_in
 
@@ -265,7 +311,7 @@ def _lay_out(fig, saved, width_in) -> None:
 def _stack(fig, saved, columns, narrowed, width_in, renderer) -> None:
     """Stack the columns top to bottom with the figure's own texts and legends above and below them."""
     _reset_texts(fig, saved)  # as in the wide layout: an earlier try may have moved them
-    w_old, h_old = saved.size
+    h_old = saved.size[1]
     # the narrowed widths at the old heights, to measure each column's tight box as it will be drawn
     size = (width_in, h_old)
     fig.set_size_inches(*size)
@@ -306,10 +352,10 @@ def _stack(fig, saved, columns, narrowed, width_in, renderer) -> None:
 
     blocks = []
     for column in columns:
-        t = _tight(fig, renderer, column)
-        if t is None:
-            t = (0, min(narrowed[ax][1] for ax in column), 0, max(narrowed[ax][3] for ax in column))
-        blocks.append((column, t[1], t[3]))
+        for row in _rows(column, narrowed):
+            t = _tight(fig, renderer, row)
+            if t is not None:  # a row of hidden axes (a colour bar's room kept in the wide layout) takes none
+                blocks.append((row, t[1], t[3]))
     pieces = ([("artist", a, height(a)) for a in above + legends_above]
               + [("column", b, b[2] - b[1]) for b in blocks]
               + [("artist", a, height(a)) for a in legends_below + below])
