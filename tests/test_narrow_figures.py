@@ -115,13 +115,15 @@ def test_a_wide_single_panel_is_narrowed_not_its_text():
 
 
 def test_a_legend_beside_a_panel_goes_below_it_and_the_next_panel_below_the_legend():
-    """Chapter 05's ladder: two panels one above the other, each with its legend right of it (3.7 in wide in all)."""
+    """Chapter 05's ladder: two panels one above the other, each with its legend right of it and a title as wide as
+    the phone's column (wrapped there)."""
     fig, axes = plt.subplots(2, 1, figsize=(7.0, 9.6))
     fig.subplots_adjust(left=0.12, right=0.71, top=0.95, bottom=0.08, hspace=0.3)
     for ax in axes:
         for i in range(5):
             ax.plot(np.arange(10), np.arange(10) * i, marker="o", lw=0, label=f"family {i}")
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), title="median over rows")
+        ax.set_title("(b) Weibull-class rows (uniform, sphere)", loc="left")  # wider than the phone's axes
     legends = [ax.get_legend() for ax in axes]
     with narrowfigure.one_column(fig):
         assert _saved_width_in(fig) <= NARROW + 1e-3
@@ -131,6 +133,7 @@ def test_a_legend_beside_a_panel_goes_below_it_and_the_next_panel_below_the_lege
         assert first.x1 <= axes[0].bbox.x1 + 1 and first.y1 < axes[0].bbox.y0, "the legend must sit below its panel"
         assert first.y0 > axes[1].get_tightbbox(renderer).y1, "the next panel must sit below the legend"
     assert [ax.get_legend() for ax in axes] == legends
+    assert axes[0].get_title(loc="left") == "(b) Weibull-class rows (uniform, sphere)"
     plt.close(fig)
 
 

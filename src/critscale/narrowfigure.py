@@ -12,7 +12,8 @@ it was afterwards:
   and its axes (not its text) narrowed or widened to fill the width;
 - a y axis shared with another column gets back the tick labels and label that the wide layout left
   to the leftmost panel;
-- a panel's legend set beside the panel (outside its axes, left or right) is set again below it;
+- a panel's legend set beside the panel (outside its axes, left or right) is set again below it, and a
+  title wider than the phone's column is wrapped between words;
 - the figure's own legends are set again with as many columns as fit, and its own texts (a title,
   ``plotting.stamp``'s line) are wrapped to the width, above or below the panels as in the wide layout.
 
@@ -43,6 +44,7 @@ class _Saved:
     texts: dict = field(default_factory=dict)  # text -> (position, string, va)
     ticks: list = field(default_factory=list)  # (axes, labelleft, labelright, ylabel) changed
     axes_legends: list = field(default_factory=list)  # (axes, its legend) replaced
+    titles: list = field(default_factory=list)  # (axes title, its text) wrapped
 
 
 def _save(fig) -> _Saved:
@@ -66,6 +68,8 @@ def _reset_texts(fig, saved: _Saved) -> None:
 def _restore(fig, saved: _Saved) -> None:
     for ax, legend in saved.axes_legends:
         ax.legend_ = legend
+    for title, text in saved.titles:
+        title.set_text(text)
     for ax, labelleft, labelright, ylabel in saved.ticks:
         ax.yaxis.set_tick_params(which="both", labelleft=labelleft, labelright=labelright)
         ax.set_ylabel(ylabel)
@@ -193,32 +197,53 @@ def _place(fig, ax, box, size):
     ax.set_position(position, which="both")
 
 
-def _narrow(fig, columns, boxes, width_in, renderer):
-    """Fit each column's axes to the width and left-align them on their axes; returns the new boxes (inches)."""
-    tight = {i: _tight(fig, renderer, column) for i, column in enumerate(columns)}
+def _overhangs(fig, columns, renderer) -> tuple[float, list[float]]:
+    """How far labels reach beyond the axes, in inches: left of the columns (the most), right of each column."""
     w = fig.get_size_inches()[0]
-    overhang = {}
-    for i, column in enumerate(columns):
+    lefts, rights = [], []
+    for column in columns:
+        x0 = min(ax.get_position().x0 for ax in column) * w
+        x1 = max(ax.get_position().x1 for ax in column) * w
+        t = _tight(fig, renderer, column) or (x0, 0, x1, 0)
+        lefts.append(max(0.0, x0 - t[0]))
+        rights.append(max(0.0, t[2] - x1))
+    return max(lefts), rights
+
+
+def _narrow(columns, boxes, width_in, left, rights):
+    """Fit each column's axes to the width and left-align them on their axes; returns the new boxes (inches)."""
+    new = {}
+    for column, right in zip(columns, rights):
         x0 = min(boxes[ax][0] for ax in column)
         x1 = max(boxes[ax][2] for ax in column)
-        # labels beyond the axes, measured as the figure is laid out now
-        now0 = min(ax.get_position().x0 for ax in column) * w
-        now1 = max(ax.get_position().x1 for ax in column) * w
-        t = tight[i] or (now0, 0, now1, 0)
-        overhang[i] = (now0 - t[0], t[2] - now1, x0, x1)
-    left = max(max(0.0, o[0]) for o in overhang.values())
-    new = {}
-    for i, column in enumerate(columns):
-        _, right, x0, x1 = overhang[i]
-        room = width_in - left - max(0.0, right)
-        factor = room / (x1 - x0)  # narrower or wider: every column as wide as the phone's
+        factor = (width_in - left - right) / (x1 - x0)  # narrower or wider: every column as wide as the phone's
         if factor < _MIN_SQUEEZE:
-            raise ValueError(f"a column of the figure has labels {left + max(0.0, right):.2f} in wide: its panels do not "
+            raise ValueError(f"a column of the figure has labels {left + right:.2f} in wide: its panels do not "
                              f"fit {width_in:.2f} in")
         for ax in column:
             b = boxes[ax]
             new[ax] = (left + (b[0] - x0) * factor, b[1], left + (b[2] - x0) * factor, b[3])
     return new
+
+
+def _titles(ax) -> list:
+    """The titles of ``ax``: its text children that are not its ``texts`` (annotations)."""
+    from matplotlib.text import Text
+
+    return [c for c in ax.get_children()
+            if isinstance(c, Text) and c not in ax.texts and c.get_visible() and c.get_text().strip()]
+
+
+def _wrap_titles(fig, saved, width_in, renderer) -> None:
+    """Wrap every axes title wider than ``width_in`` (the axes of the phone layout) between words."""
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for title in _titles(ax):
+            box = _inches(title.get_window_extent(renderer), fig)
+            if box[2] - box[0] > width_in:
+                saved.titles.append((title, title.get_text()))
+                _wrap(title, width_in, renderer, fig)
 
 
 def _wrap(text, width_in, renderer, fig) -> None:
@@ -295,8 +320,12 @@ def _lay_out(fig, saved, width_in) -> None:
 
     # the content's width: a figure saved with ``bbox_inches="tight"`` gets a pad on either side
     target = width_in - 2 * float(mpl.rcParams["savefig.pad_inches"])
+    left, _ = _overhangs(fig, columns, renderer)
+    _wrap_titles(fig, saved, target - left, renderer)
+    renderer = _renderer(fig)
+    left, rights = _overhangs(fig, columns, renderer)  # measured once, in the wide layout
     for _ in range(_TRIES):
-        narrowed = _narrow(fig, columns, boxes, target, renderer)
+        narrowed = _narrow(columns, boxes, target, left, rights)
         _stack(fig, saved, columns, narrowed, target, renderer)
         from .plotting import saved_width_in
 
