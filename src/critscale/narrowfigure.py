@@ -12,8 +12,8 @@ it was afterwards:
   and its axes (not its text) narrowed or widened to fill the width;
 - a y axis shared with another column gets back the tick labels and label that the wide layout left
   to the leftmost panel;
-- a panel's legend set beside the panel (outside its axes, left or right) is set again below it, and a
-  title wider than the phone's column is wrapped between words;
+- a panel's legend set beside the panel (outside its axes, left or right), or wider than the panel will
+  be, is set again below it, and a title wider than the phone's column is wrapped between words;
 - the figure's own legends are set again with as many columns as fit, and its own texts (a title,
   ``plotting.stamp``'s line) are wrapped to the width, above or below the panels as in the wide layout.
 
@@ -288,23 +288,27 @@ def _legend_again(fig, legend, width_in, renderer):
 
 
 def _legends_below(fig, saved, width_in, renderer) -> None:
-    """A panel's legend beside it (outside its axes, left or right) set again below its x axis."""
+    """A panel's legend beside it (outside its axes, left or right), or too wide for its axes in the phone's
+    column, set again below its x axis, from the figure's left edge (``width_in``: the phone's content width)."""
+    from matplotlib.transforms import blended_transform_factory
+
     for ax in fig.axes:
         legend = ax.get_legend()
         if legend is None or not legend.get_visible() or not ax.get_visible():
             continue
         box, axes_box = _inches(legend.get_window_extent(renderer), fig), _inches(ax.bbox, fig)
-        if axes_box[0] + 0.01 < box[0] + (box[2] - box[0]) / 2 < axes_box[2] - 0.01:
-            continue  # over or under the axes: it moves with them
         legend.set_visible(False)
         tight = _inches(ax.get_tightbbox(renderer), fig)
         legend.set_visible(True)
+        beside = not axes_box[0] + 0.01 < (box[0] + box[2]) / 2 < axes_box[2] - 0.01
+        # the axes' width in the phone's column, less its labels either side
+        phone_axes = width_in - max(0.0, axes_box[0] - tight[0]) - max(0.0, tight[2] - axes_box[2])
+        if not beside and box[2] - box[0] <= phone_axes:
+            continue  # over or under the axes, and narrow enough: it moves with them
         anchor = (tight[1] - GAP_IN / 2 - axes_box[1]) / (axes_box[3] - axes_box[1])
         saved.axes_legends.append((ax, legend))
-        # from the axes' left edge, as wide as the column leaves beside the panel's y labels
-        room = width_in - max(0.0, axes_box[0] - tight[0])
-        _set_again(ax, legend, room, renderer, fig, loc="upper left", bbox_to_anchor=(0.0, anchor),
-                   borderaxespad=0.0)
+        _set_again(ax, legend, width_in, renderer, fig, loc="upper left", bbox_to_anchor=(0.0, anchor),
+                   bbox_transform=blended_transform_factory(fig.transFigure, ax.transAxes), borderaxespad=0.0)
 
 
 def _lay_out(fig, saved, width_in) -> None:
@@ -314,12 +318,12 @@ def _lay_out(fig, saved, width_in) -> None:
     columns = _columns(boxes)
     _share_y_labels(fig, columns, saved)
     renderer = _renderer(fig)
-    _legends_below(fig, saved, width_in - 2 * GAP_IN, renderer)
-    renderer = _renderer(fig)
     import matplotlib as mpl
 
     # the content's width: a figure saved with ``bbox_inches="tight"`` gets a pad on either side
     target = width_in - 2 * float(mpl.rcParams["savefig.pad_inches"])
+    _legends_below(fig, saved, target, renderer)
+    renderer = _renderer(fig)
     left, _ = _overhangs(fig, columns, renderer)
     _wrap_titles(fig, saved, target - left, renderer)
     renderer = _renderer(fig)
