@@ -137,6 +137,20 @@ def test_a_legend_beside_a_panel_goes_below_it_and_the_next_panel_below_the_lege
     plt.close(fig)
 
 
+def test_a_legend_wider_than_the_phones_panel_goes_below_it():
+    """Chapter 06's stretched-tail figure: a legend inside the axes with a label 2.9 in long, wider than the panel
+    in the phone's column; the layout shrank the panel again and again and gave up."""
+    fig, ax = plt.subplots(figsize=(5.25, 4.2), layout="constrained")
+    ax.plot([1, 3], [3, 1], label=r"nondecreasing-hazard families, $n=2^{16}$, and more words")
+    ax.set_ylabel(r"$\mathbb{E}\sum_i p_i^2$")
+    ax.legend(loc="upper left")
+    with narrowfigure.one_column(fig):
+        assert _saved_width_in(fig) <= NARROW + 1e-3
+        fig.draw_without_rendering()
+        assert ax.get_legend().get_window_extent().y1 < ax.bbox.y0
+    plt.close(fig)
+
+
 def test_a_figure_text_among_the_panels_is_an_error_not_a_misplaced_label():
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
     fig.text(0.5, 0.5, "between the panels")

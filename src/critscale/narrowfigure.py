@@ -274,7 +274,13 @@ def _set_again(owner, legend, width_in, renderer, fig, **placement):
     while True:
         new = owner.legend(list(legend.legend_handles), labels, ncol=ncol, **placement, **style)
         box = _inches(new.get_window_extent(renderer), fig)
-        if box[2] - box[0] <= width_in or ncol == 1:
+        if box[2] - box[0] <= width_in:
+            return new
+        if ncol == 1:  # one column and still too wide: its labels wrapped between words
+            widths = [_inches(t.get_window_extent(renderer), fig) for t in new.texts]
+            room = width_in - (box[2] - box[0] - max(b[2] - b[0] for b in widths))
+            for text in new.texts:
+                _wrap(text, room, renderer, fig)
             return new
         if owner is fig:
             fig.legends.remove(new)
