@@ -197,8 +197,14 @@ def _place(fig, ax, box, size):
     ax.set_position(position, which="both")
 
 
-def _overhangs(fig, columns, renderer) -> tuple[float, list[float]]:
-    """How far labels reach beyond the axes, in inches: left of the columns (the most), right of each column."""
+def _overhangs(fig, saved, columns, renderer) -> tuple[float, list[float]]:
+    """How far labels reach beyond the axes, in inches: left of the columns (the most), right of each column.
+
+    The legends set below their panels are left out: they start at the figure's left edge and are as wide
+    as the phone's column at most."""
+    moved = [ax.get_legend() for ax, _ in saved.axes_legends]
+    for legend in moved:
+        legend.set_visible(False)
     w = fig.get_size_inches()[0]
     lefts, rights = [], []
     for column in columns:
@@ -207,6 +213,8 @@ def _overhangs(fig, columns, renderer) -> tuple[float, list[float]]:
         t = _tight(fig, renderer, column) or (x0, 0, x1, 0)
         lefts.append(max(0.0, x0 - t[0]))
         rights.append(max(0.0, t[2] - x1))
+    for legend in moved:
+        legend.set_visible(True)
     return max(lefts), rights
 
 
@@ -330,10 +338,10 @@ def _lay_out(fig, saved, width_in) -> None:
     target = width_in - 2 * float(mpl.rcParams["savefig.pad_inches"])
     _legends_below(fig, saved, target, renderer)
     renderer = _renderer(fig)
-    left, _ = _overhangs(fig, columns, renderer)
+    left, _ = _overhangs(fig, saved, columns, renderer)
     _wrap_titles(fig, saved, target - left, renderer)
     renderer = _renderer(fig)
-    left, rights = _overhangs(fig, columns, renderer)  # measured once, in the wide layout
+    left, rights = _overhangs(fig, saved, columns, renderer)  # measured once, in the wide layout
     for _ in range(_TRIES):
         narrowed = _narrow(columns, boxes, target, left, rights)
         _stack(fig, saved, columns, narrowed, target, renderer)
