@@ -358,6 +358,16 @@ def test_figure_text_is_readable_at_page_width(stem):
     assert not small, f"{stem}: smallest text in points at page width: {small}"
 
 
+@pytest.mark.book
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_every_figure_has_its_phone_layout(stem):
+    """``record_figure`` stores why a figure has no phone layout (its page then shrinks it on a phone)."""
+    from critscale.pagedata import load_results
+
+    problems = load_results(stem, ROOT / "build" / "results" / "ci").get("figure_layout_problems", {})
+    assert not problems, f"{stem}: figures without a phone layout: {problems}"
+
+
 MAINTAINER = re.compile(r"Keys recorded|for the tests|build/results|theory\.md|issue's target|\((?:T|P|C)-\d+\)")
 
 

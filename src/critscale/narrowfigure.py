@@ -13,7 +13,7 @@ it was afterwards:
 - a y axis shared with another column gets back the tick labels and label that the wide layout left
   to the leftmost panel;
 - a panel's legend set beside the panel (outside its axes, left or right), or wider than the panel will
-  be, is set again below it, and a title wider than the phone's column is wrapped between words;
+  be, is set again below it, and a title or x-axis label wider than the phone's panel is wrapped between words;
 - the figure's own legends are set again with as many columns as fit, and its own texts (a title,
   ``plotting.stamp``'s line) are wrapped to the width, above or below the panels as in the wide layout.
 
@@ -243,11 +243,12 @@ def _titles(ax) -> list:
 
 
 def _wrap_titles(fig, saved, width_in, renderer) -> None:
-    """Wrap every axes title wider than ``width_in`` (the axes of the phone layout) between words."""
+    """Wrap every axes title and x-axis label wider than ``width_in`` (the axes of the phone layout) between words."""
     for ax in fig.axes:
         if not ax.get_visible():
             continue
-        for title in _titles(ax):
+        label = [ax.xaxis.label] if ax.xaxis.label.get_visible() and ax.xaxis.label.get_text().strip() else []
+        for title in _titles(ax) + label:
             box = _inches(title.get_window_extent(renderer), fig)
             if box[2] - box[0] > width_in:
                 saved.titles.append((title, title.get_text()))
@@ -338,8 +339,8 @@ def _lay_out(fig, saved, width_in) -> None:
     target = width_in - 2 * float(mpl.rcParams["savefig.pad_inches"])
     _legends_below(fig, saved, target, renderer)
     renderer = _renderer(fig)
-    left, _ = _overhangs(fig, saved, columns, renderer)
-    _wrap_titles(fig, saved, target - left, renderer)
+    left, rights = _overhangs(fig, saved, columns, renderer)
+    _wrap_titles(fig, saved, target - left - max(rights), renderer)
     renderer = _renderer(fig)
     left, rights = _overhangs(fig, saved, columns, renderer)  # measured once, in the wide layout
     for _ in range(_TRIES):

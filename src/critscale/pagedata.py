@@ -181,6 +181,8 @@ def record_figure(key: str, fig, close: bool = True) -> None:
     The figure is also saved in its phone layout (``narrowfigure.one_column``: its panels in one
     column ``NARROW_FIGURE_WIDTH_IN`` wide, text at its own size) as ``<key>.narrow.svg`` (or ``.png``),
     glued in the output's metadata under ``NARROW_METADATA``, which narrow screens show instead.
+    A figure that has no phone layout (``narrowfigure`` says why) is glued without one and the reason is
+    stored under ``figure_layout_problems``, which the book's tests report (``tests/test_pipeline.py``).
     """
     import io
 
@@ -204,8 +206,13 @@ def record_figure(key: str, fig, close: bool = True) -> None:
         (folder / f"{key}.svg").write_bytes(svg.getvalue())
         bundle["image/svg+xml"] = svg.getvalue().decode("utf-8")
         files["svg"] = f"figures/{_notebook_name()}/{key}.svg"
-    narrow_bundle, files["narrow"] = _save_narrow(fig, folder / key)
-    glue(key, fig, display=False, bundle=bundle, extra_metadata={NARROW_METADATA: narrow_bundle})
+    try:
+        narrow_bundle, files["narrow"] = _save_narrow(fig, folder / key)
+    except ValueError as err:  # the page shows the wide layout alone; the tests name the figure and the reason
+        narrow_bundle = None
+        _store(key, str(err), section="figure_layout_problems")
+    glue(key, fig, display=False, bundle=bundle,
+         extra_metadata={NARROW_METADATA: narrow_bundle} if narrow_bundle else None)
     _store(key, files, section="figures")
     _store(key, round(min_text_size_at_page_width(fig), 2), section="figure_text_pt")
     if close:
