@@ -184,3 +184,19 @@ def test_the_stylesheet_switches_layouts_at_the_width_the_figures_are_set_for():
     assert found, "no container query switching the figure layouts"
     assert float(found.group(1)) == pytest.approx(plotting.HTML_FIGURE_WIDTH_IN * 96, abs=0.05)
     assert NARROW * 96 <= 340, "the phone layout must fit a 360 px phone's column"
+
+
+def test_a_figure_without_a_phone_layout_is_glued_wide_and_the_reason_stored(tmp_path, monkeypatch):
+    from critscale import pagedata
+
+    monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("CRITSCALE_NOTEBOOK", "nb")
+    glued = {}
+    monkeypatch.setattr(pagedata, "glue", lambda key, obj, **kw: glued.update({key: kw}))
+    fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0))
+    fig.text(0.5, 0.5, "between the panels")
+    pagedata.record_figure("odd_fig", fig)
+    assert glued["odd_fig"]["extra_metadata"] is None and "image/svg+xml" in glued["odd_fig"]["bundle"]
+    results = pagedata.load_results("nb", tmp_path)
+    assert "narrow" not in results["figures"]["odd_fig"]
+    assert "sits among the panels" in results["figure_layout_problems"]["odd_fig"]
