@@ -183,7 +183,8 @@ def test_the_stylesheet_switches_layouts_at_the_width_the_figures_are_set_for():
     found = re.search(r"@container \(max-width: ([0-9.]+)px\)", css)
     assert found, "no container query switching the figure layouts"
     assert float(found.group(1)) == pytest.approx(plotting.HTML_FIGURE_WIDTH_IN * 96, abs=0.05)
-    assert NARROW * 96 <= 340, "the phone layout must fit a 360 px phone's column"
+    assert NARROW * 96 <= 343, "the phone layout must fit the figure's box at a 390 px window (343 px)"
+    assert re.search(r"figure\.critscale-two-layouts \{[^}]*padding-left: 0;", css), "the figure's own padding takes 16 px"
 
 
 def test_a_figure_without_a_phone_layout_is_glued_wide_and_the_reason_stored(tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ import textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-NARROW_FIGURE_WIDTH_IN = 3.5  # 336 CSS px: a phone's text column (360 px less the page's scroll bar)
+NARROW_FIGURE_WIDTH_IN = 3.5  # 336 CSS px: a figure's box at a 390 px window (343 px, less the page's padding and scroll bar)
 GAP_IN = 0.15  # between stacked blocks and around the figure's own texts and legends
 _MIN_SQUEEZE = 0.25  # a block narrowed to less than this share of its axes' width is an error
 _TRIES = 4
