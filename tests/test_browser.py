@@ -65,9 +65,14 @@ def test_page_fits_its_column_at_1280_px(page, chromium):
     assert not problems, f"{page} at {WIDE} px:\n" + "\n".join(problems)
 
 
+# Chapter 14's paired figure has no phone layout yet (tests/test_pipeline.py, PHONE_LAYOUT_KNOWN says why).
+PHONE_KNOWN = {"generated/14_context_extension.html": "the paired figure has no phone layout (arm names as y labels)"}
+
+
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.parametrize("page", _pages() or ["(no book built)"])
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=PHONE_KNOWN[p]))
+                                  if p in PHONE_KNOWN else p for p in _pages()] or ["(no book built)"])
 def test_no_display_equation_is_clipped_and_figure_text_is_readable_at_390_px(page, chromium):
     """A two-panel figure set for the 660 px column was shown 327 px wide here, its text at 4.5 pt."""
     if page == "(no book built)":
