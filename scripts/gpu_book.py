@@ -311,6 +311,7 @@ ACTIVE = re.compile(r"<\s*script\b|javascript\s*:|<\s*(iframe|object|embed)\b", 
 HANDLER = re.compile(r"<[^<>]*\son[a-z]+\s*=", re.I)  # an event handler attribute, in HTML and SVG
 SCRIPT_MIMES = ("application/javascript", "text/javascript", "application/x-javascript")
 GLUE_PREFIX = "application/papermill.record/"  # critscale.pagedata's glue: the mime type follows
+NARROW_METADATA = "critscale/narrow"  # critscale.pagedata.NARROW_METADATA: a figure's phone layout, shown by the HTML
 
 
 def book_names() -> list[str]:
@@ -409,7 +410,8 @@ def check_output(where: str, output: dict) -> list[str]:
     if output.get("output_type") == "error":
         return [f"{where} has an error output ({output.get('ename')}: {str(output.get('evalue'))[:120]})"]
     problems = []
-    for key, value in (output.get("data") or {}).items():
+    narrow = (output.get("metadata") or {}).get(NARROW_METADATA) or {}
+    for key, value in [*(output.get("data") or {}).items(), *narrow.items()]:
         mime = key[len(GLUE_PREFIX):] if key.startswith(GLUE_PREFIX) else key
         body = _joined(value)
         if mime in SCRIPT_MIMES:

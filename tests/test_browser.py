@@ -3,7 +3,8 @@
 Every page of ``build/site/ci/_build/html`` (``make test`` builds it) is opened at 1280 px,
 where no table and no display equation may be wider than its container and no figure's
 smallest text may be shown below 9 pt, and at 390 px (a phone), where no display equation
-may be clipped (tables and equations may scroll there).  The size of figure text as shown
+may be clipped (tables and equations may scroll there) and no figure's smallest text may be
+shown below 9 pt either (figures switch to their phone layout, ``critscale.bookbuild.figurelayouts``).  The size of figure text as shown
 follows ``critscale.bookbuild.layoutcheck``: the figure's smallest text ``s`` (stated in the
 saved file by ``pagedata.record_figure``) times 0.75 pt per CSS pixel times the rendered
 width over the figure's width in points.
@@ -64,14 +65,20 @@ def test_page_fits_its_column_at_1280_px(page, chromium):
     assert not problems, f"{page} at {WIDE} px:\n" + "\n".join(problems)
 
 
+# Chapter 14's paired figure has no phone layout yet (tests/test_pipeline.py, PHONE_LAYOUT_KNOWN says why).
+PHONE_KNOWN = {"generated/14_context_extension.html": "the paired figure has no phone layout (arm names as y labels)"}
+
+
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.parametrize("page", _pages() or ["(no book built)"])
-def test_no_display_equation_is_clipped_at_390_px(page, chromium):
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=PHONE_KNOWN[p]))
+                                  if p in PHONE_KNOWN else p for p in _pages()] or ["(no book built)"])
+def test_no_display_equation_is_clipped_and_figure_text_is_readable_at_390_px(page, chromium):
+    """A two-panel figure set for the 660 px column was shown 327 px wide here, its text at 4.5 pt."""
     if page == "(no book built)":
         _require("no ci book built")
     m = browser.measure(HTML / page, PHONE, browser=chromium)
-    problems = layoutcheck.clipped_math(m)
+    problems = layoutcheck.clipped_math(m) + layoutcheck.small_figure_text(m)
     assert not problems, f"{page} at {PHONE} px:\n" + "\n".join(problems)
 
 
@@ -116,3 +123,45 @@ def test_the_checks_pass_a_page_that_fits(tmp_path, chromium):
     m = browser.measure(page, WIDE, browser=chromium)
     assert layoutcheck.overflowing_tables(m) == [] and layoutcheck.small_figure_text(m) == []
     assert layoutcheck.clipped_math(m) == [] and len(layoutcheck.overflowing_math(m)) == 1
+
+
+NARROW_SVG = SVG.replace('width="504pt" height="216pt" viewBox="0 0 504 216"', 'width="252pt" height="400pt" viewBox="0 0 252 400"')
+TWO_LAYOUTS = ('<figure class="critscale-two-layouts align-default"><img class="critscale-wide" src="wide.svg">'
+               '<img class="critscale-narrow" src="narrow.svg"><figcaption>Two panels.</figcaption></figure>')
+
+
+def _book_page(tmp_path, body: str) -> Path:
+    """A page with the book's stylesheet and a column as fluid as the book's."""
+    (tmp_path / "critscale.css").write_text((ROOT / "book" / "_static" / "critscale.css").read_text())
+    for name, svg in (("wide.svg", SVG.replace("504pt", "494pt")), ("narrow.svg", NARROW_SVG)):
+        (tmp_path / name).write_text(svg.format("critscale smallest text pt: 9.00"))
+    page = tmp_path / "book.html"
+    page.write_text('<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width">'
+                    '<link rel="stylesheet" href="critscale.css"><style>body{margin:0} img{max-width:100%}'
+                    'article{max-width:740px;margin:0 auto}</style></head>'
+                    f'<body><article class="bd-article">{body}</article></body></html>')
+    return page
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_a_figure_shows_its_phone_layout_on_a_phone_and_its_wide_one_on_a_desktop(tmp_path, chromium):
+    page = _book_page(tmp_path, TWO_LAYOUTS)
+    wide = browser.measure(page, WIDE, browser=chromium)
+    assert [(f["src"], round(f["width"])) for f in wide.figures if f["width"] > 0] == [("wide.svg", 659)]
+    phone = browser.measure(page, PHONE, browser=chromium)
+    assert phone.viewport <= PHONE, "the page must be measured at a phone's width, not headless Chromium's 500 px"
+    assert [(f["src"], round(f["width"])) for f in phone.figures if f["width"] > 0] == [("narrow.svg", 336)]
+    assert layoutcheck.small_figure_text(wide) == [] and layoutcheck.small_figure_text(phone) == []
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_phone_check_finds_a_figure_with_its_wide_layout_only_and_one_that_shows_nothing(tmp_path, chromium):
+    """Today's pages: the wide image alone, shrunk to the phone's column."""
+    page = _book_page(tmp_path, '<figure><img src="wide.svg"></figure>'
+                      '<figure><img src="wide.svg" style="display:none"></figure>')
+    problems = layoutcheck.small_figure_text(browser.measure(page, PHONE, browser=chromium))
+    assert len(problems) == 2, problems
+    assert "shows none of its images" in problems[0]
+    assert "wide.svg shown" in problems[1] and "(< 9 pt)" in problems[1]

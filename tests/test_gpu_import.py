@@ -360,6 +360,9 @@ BOOK_CASES = [
         "application/papermill.record/text/html": "<SCRIPT src=x></SCRIPT>"})]), [NB, "<SCRIPT"]),
     ("svg-event-handler", _nb(outputs=[_output("display_data", data={
         "image/svg+xml": '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"></svg>'})]), [NB, "onload"]),
+    ("svg-event-handler-in-a-phone-layout", _nb(outputs=[_output("display_data", data={"text/plain": "fig"}, metadata={
+        "critscale/narrow": {"image/svg+xml": '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"></svg>'}})]),
+     [NB, "onload"]),
     ("javascript-output", _nb(outputs=[_output("display_data", data={"application/javascript": "alert(1)"})]),
      [NB, "application/javascript"]),
     ("markdown-cell-script", _nb(extra_cells=[_markdown("<script>alert(1)</script>")]), [NB, "cell 2", "markdown"]),

@@ -30,6 +30,9 @@ import numpy as np
 GLUE_PREFIX = "application/papermill.record/"  # the mime prefix myst-nb's glue reads
 FIGURE_DPI = 200  # print resolution of the PNG (the PDF uses it; the HTML uses the SVG)
 SVG_MAX_BYTES = 1_500_000  # larger SVGs (dense scatter plots) are replaced by the PNG alone
+# The glued figure's metadata key holding its phone layout (``narrowfigure``), a mime bundle of one image,
+# which the book's ``critscale.bookbuild.figurelayouts`` shows on narrow screens.
+NARROW_METADATA = "critscale/narrow"
 
 
 def _notebook_name() -> str:
@@ -94,10 +97,12 @@ def _store(key: str, value: Any, section: str = "values") -> None:
     path.write_text(json.dumps(data, indent=1, sort_keys=True))
 
 
-def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None) -> None:
+def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None,
+         extra_metadata: dict | None = None) -> None:
     """Store display data under ``key`` in the cell output (myst-nb's glue format).
 
-    ``bundle`` (mime type -> data) replaces IPython's own formatting of ``obj``.
+    ``bundle`` (mime type -> data) replaces IPython's own formatting of ``obj``;
+    ``extra_metadata`` is added to the output's metadata (``NARROW_METADATA``: a figure's phone layout).
     """
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
@@ -110,7 +115,7 @@ def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None) 
         {prefix + k: v for k, v in bundle.items()},
         raw=True,
         metadata={"scrapbook": {"name": key, "mime_prefix": prefix},
-                  **{prefix + k: v for k, v in metadata.items()}},
+                  **{prefix + k: v for k, v in metadata.items()}, **(extra_metadata or {})},
     )
 
 
@@ -173,6 +178,11 @@ def record_figure(key: str, fig, close: bool = True) -> None:
     files carry the smallest text size of the figure itself in their description
     (``plotting.text_size_description``), so that a check of the rendered page can tell
     how big that text is shown.
+    The figure is also saved in its phone layout (``narrowfigure.one_column``: its panels in one
+    column ``NARROW_FIGURE_WIDTH_IN`` wide, text at its own size) as ``<key>.narrow.svg`` (or ``.png``),
+    glued in the output's metadata under ``NARROW_METADATA``, which narrow screens show instead.
+    A figure that has no phone layout (``narrowfigure`` says why) is glued without one and the reason is
+    stored under ``figure_layout_problems``, which the book's tests report (``tests/test_pipeline.py``).
     """
     import io
 
@@ -196,11 +206,39 @@ def record_figure(key: str, fig, close: bool = True) -> None:
         (folder / f"{key}.svg").write_bytes(svg.getvalue())
         bundle["image/svg+xml"] = svg.getvalue().decode("utf-8")
         files["svg"] = f"figures/{_notebook_name()}/{key}.svg"
-    glue(key, fig, display=False, bundle=bundle)
+    try:
+        narrow_bundle, files["narrow"] = _save_narrow(fig, folder / key)
+    except ValueError as err:  # the page shows the wide layout alone; the tests name the figure and the reason
+        narrow_bundle = None
+        _store(key, str(err), section="figure_layout_problems")
+    glue(key, fig, display=False, bundle=bundle,
+         extra_metadata={NARROW_METADATA: narrow_bundle} if narrow_bundle else None)
     _store(key, files, section="figures")
     _store(key, round(min_text_size_at_page_width(fig), 2), section="figure_text_pt")
     if close:
         plt.close(fig)
+
+
+def _save_narrow(fig, stem: Path) -> tuple[dict, str]:
+    """Save ``fig`` in its phone layout beside the wide files: (its one-image mime bundle, its path in the results)."""
+    import io
+
+    from .narrowfigure import one_column
+    from .plotting import min_text_size, text_size_description
+
+    with one_column(fig):
+        described = {"Description": text_size_description(min_text_size(fig))}
+        svg = io.BytesIO()
+        fig.savefig(svg, format="svg", bbox_inches="tight", facecolor="white", metadata={"Date": None, **described})
+        if len(svg.getvalue()) <= SVG_MAX_BYTES:
+            path, bundle = stem.with_name(f"{stem.name}.narrow.svg"), {"image/svg+xml": svg.getvalue().decode("utf-8")}
+            path.write_bytes(svg.getvalue())
+        else:
+            png = io.BytesIO()
+            fig.savefig(png, format="png", dpi=FIGURE_DPI, bbox_inches="tight", facecolor="white", metadata=described)
+            path, bundle = stem.with_name(f"{stem.name}.narrow.png"), {"image/png": base64.b64encode(png.getvalue()).decode("ascii")}
+            path.write_bytes(png.getvalue())
+    return bundle, f"figures/{_notebook_name()}/{path.name}"
 
 
 def load_results(notebook: str, results_folder: str | os.PathLike | None = None) -> dict:

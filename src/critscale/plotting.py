@@ -16,6 +16,7 @@ Text sizes are stated at page width: a figure ``w`` inches wide is shown at most
 from __future__ import annotations
 
 import textwrap
+import weakref
 
 import matplotlib as mpl
 import seaborn as sns
@@ -214,9 +215,20 @@ def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None
     if extra:
         parts.append(extra)
     size = MIN_TEXT_PT / page_scale(fig)
-    # wrapped to the narrower of the figure and the HTML column (less a margin), at a generous
-    # 0.6 em per character, so that the stamp never makes the saved figure wider than the column
+    # wrapped to the narrower of the figure and the HTML column (less a margin), so that the stamp
+    # never makes the saved figure wider than the column
     width_in = min(fig.get_size_inches()[0], HTML_FIGURE_WIDTH_IN - 0.3)
+    text = fig.text(0.99, -0.01, _stamp_lines(parts, width_in, size), ha="right", va="top", fontsize=size,
+                    color="0.3")
+    _STAMPS[text] = parts
+
+
+# The parts of each stamp, so that a layout of another width (``narrowfigure``) can wrap it again.
+_STAMPS = weakref.WeakKeyDictionary()
+
+
+def _stamp_lines(parts: list[str], width_in: float, size: float) -> str:
+    """The parts joined by `` · ``, wrapped at a generous 0.6 em per character to ``width_in``."""
     per_line = max(20, int(width_in * 72 / (0.6 * size)))
     lines, line = [], ""
     for part in parts:
@@ -227,4 +239,13 @@ def stamp(fig, *, profile: str, seeds=None, n=None, rows=None, extra: str | None
         line = candidate
     lines.append(line)
     lines = [piece for text in lines for piece in textwrap.wrap(text, per_line, break_on_hyphens=False)]
-    fig.text(0.99, -0.01, "\n".join(lines), ha="right", va="top", fontsize=size, color="0.3")
+    return "\n".join(lines)
+
+
+def rewrap_stamp(text, width_in: float) -> bool:
+    """Wrap a stamp's text to ``width_in`` (less a margin); False when ``text`` is not a stamp."""
+    parts = _STAMPS.get(text)
+    if parts is None:
+        return False
+    text.set_text(_stamp_lines(parts, width_in - 0.1, text.get_fontsize()))
+    return True

@@ -7,12 +7,16 @@ and returns what a reader would see there, as a ``Measurement``:
   ``clientWidth``, and the header cells whose text breaks inside a word;
 - ``math``: every display equation (MathJax ``mjx-container[display]``) with the width of its
   typeset formula and of its box, and whether a scrolling box holds it;
-- ``figures``: every image of the article with its rendered width in CSS pixels and the file it shows.
+- ``figures``: every image of the article with its rendered width in CSS pixels and the file it shows
+  (0 for an image the page hides, e.g. the layout of a figure meant for another width);
+- ``hidden_figures``: the figures of the article none of whose images is shown.
 
 It needs no Python package and no driver: a copy of the page, written beside it (so that its
 relative links resolve), carries a script that waits for MathJax and the images, measures, and
-writes its result into the DOM, which ``chromium --headless --dump-dom`` prints.
-The copy is removed afterwards.  ``chromium()`` finds the browser or returns None.
+posts its result to a frame page, which writes it into its DOM for ``chromium --headless --dump-dom``.
+The page is measured inside an ``<iframe>`` exactly ``width`` pixels wide: headless Chromium keeps
+its window at least 500 px wide, so a phone's width exists only as a frame's.
+Both copies are removed afterwards.  ``chromium()`` finds the browser or returns None.
 """
 
 from __future__ import annotations
@@ -22,15 +26,15 @@ import re
 import shutil
 import subprocess
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 MARKER = "critscale-measure"
 TIMEOUT_S = 120
 
-# Runs in the page: waits for MathJax, fonts and images, then writes the measurements (JSON,
-# URI-encoded so that no character needs escaping in the dumped HTML) into <pre id=MARKER>.
+# Runs in the page: waits for MathJax, fonts and images, then posts the measurements (JSON,
+# URI-encoded so that no character needs escaping in the dumped HTML) to the frame's page.
 _SCRIPT = r"""
 <script>
 (function () {
@@ -65,7 +69,7 @@ _SCRIPT = r"""
   function measure() {
     var article = document.querySelector('article.bd-article') || document.body;
     var out = {viewport: document.documentElement.clientWidth, column: article.clientWidth,
-               tables: [], math: [], figures: []};
+               tables: [], math: [], figures: [], hidden_figures: []};
     article.querySelectorAll('table').forEach(function (t) {
       var box = t.parentElement;
       out.tables.push({label: label(t), width: Math.ceil(Math.max(t.scrollWidth, t.offsetWidth)),
@@ -86,13 +90,15 @@ _SCRIPT = r"""
       out.figures.push({src: img.getAttribute('src'), width: img.getBoundingClientRect().width,
                         natural: img.naturalWidth});
     });
+    article.querySelectorAll('figure').forEach(function (f) {
+      var images = f.querySelectorAll('img');
+      var shown = Array.prototype.some.call(images, function (i) { return i.getBoundingClientRect().width > 0; });
+      if (images.length && !shown) out.hidden_figures.push(label(f));
+    });
     return out;
   }
   function done(result) {
-    var pre = document.createElement('pre');
-    pre.id = 'MARKER';
-    pre.textContent = encodeURIComponent(JSON.stringify(result));
-    document.body.appendChild(pre);
+    parent.postMessage(encodeURIComponent(JSON.stringify(result)), '*');
   }
   window.addEventListener('load', function () {
     var ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve();
@@ -105,7 +111,22 @@ _SCRIPT = r"""
   });
 })();
 </script>
+"""
+
+# The window's page: one frame of the measured width, and the measurements it posts, in <pre id=MARKER>.
+_FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
+<script>
+window.addEventListener('message', function (e) {
+  var pre = document.createElement('pre');
+  pre.id = 'MARKER';
+  pre.textContent = e.data;
+  document.body.appendChild(pre);
+});
+</script>
+<iframe src="SRC" style="border:0;display:block;width:WIDTHpx;height:HEIGHTpx"></iframe>
+</body></html>
 """.replace("MARKER", MARKER)
+MIN_WINDOW_PX = 500  # headless Chromium's narrowest window
 
 
 class BrowserError(RuntimeError):
@@ -123,6 +144,7 @@ class Measurement:
     tables: list[dict]
     math: list[dict]
     figures: list[dict]
+    hidden_figures: list[str] = field(default_factory=list)
 
 
 def chromium() -> str | None:
@@ -144,6 +166,15 @@ def _instrumented(page: Path) -> Path:
     return copy
 
 
+def _frame(copy: Path, width: int, height: int) -> Path:
+    """A page beside ``copy`` that shows it in a frame ``width`` x ``height`` pixels."""
+    frame = copy.with_name(f"{copy.stem}.frame.html")
+    src = urllib.parse.quote(copy.name)
+    frame.write_text(_FRAME.replace("SRC", src).replace("WIDTH", str(width)).replace("HEIGHT", str(height)),
+                     encoding="utf-8")
+    return frame
+
+
 def _dump_dom(browser: str, url: str, width: int, height: int) -> str:
     command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                "--allow-file-access-from-files", f"--window-size={width},{height}",
@@ -159,16 +190,18 @@ def _dump_dom(browser: str, url: str, width: int, height: int) -> str:
 
 
 def measure(page: Path, width: int, height: int = 900, browser: str | None = None) -> Measurement:
-    """Render ``page`` in a ``width`` x ``height`` window and return its measurements."""
+    """Render ``page`` in a frame ``width`` x ``height`` pixels and return its measurements."""
     browser = browser or chromium()
     if browser is None:
         raise BrowserError("no chromium on PATH (Debian: apt-get install chromium)")
     page = Path(page).resolve()
     copy = _instrumented(page)
+    frame = _frame(copy, width, height)
     try:
-        dom = _dump_dom(browser, copy.as_uri(), width, height)
+        dom = _dump_dom(browser, frame.as_uri(), max(width, MIN_WINDOW_PX) + 40, height + 40)
     finally:
         copy.unlink(missing_ok=True)
+        frame.unlink(missing_ok=True)
     found = re.search(rf'<pre id="{MARKER}"[^>]*>([^<]*)</pre>', dom)
     if not found:
         raise BrowserError(f"{page}: the page did not report its measurements (MathJax or an image never loaded?)")

@@ -5,7 +5,8 @@
 - ``overflowing_math``: a display equation wider than its box, whether the box scrolls or not;
 - ``clipped_math``: a display equation wider than its box that no scrolling box holds
   (part of it cannot be seen at all);
-- ``small_figure_text``: a figure whose smallest text is shown below ``plotting.MIN_TEXT_PT``.
+- ``small_figure_text``: a figure whose smallest text is shown below ``plotting.MIN_TEXT_PT``, or
+  a figure none of whose images (wide or phone layout) is shown.
 
 The size of a figure's text as shown.  A figure saved by ``pagedata.record_figure`` is ``W``
 points wide (the SVG's ``width``, or the PNG's pixel width over its dpi times 72) and states
@@ -93,8 +94,9 @@ def shown_text_pt(path: Path, shown_css_px: float) -> float | None:
 
 
 def small_figure_text(m: Measurement, minimum: float = MIN_TEXT_PT) -> list[str]:
-    """Figures of the page whose smallest text is shown below ``minimum`` points, or whose size is unknown."""
-    problems = []
+    """Figures of the page whose smallest text is shown below ``minimum`` points, whose size is unknown, or
+    that show no image at all (an image hidden by the page, width 0, is not shown and not held to the rule)."""
+    problems = [f"figure shows none of its images: {label}" for label in m.hidden_figures]
     for figure in m.figures:
         src = figure["src"] or ""
         if urlparse(src).scheme in ("http", "https", "data") or figure["width"] <= 0:

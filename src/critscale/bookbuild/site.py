@@ -73,6 +73,9 @@ def stage(layout: Layout, builder: str) -> Path:
         figure = layout.results / "figures" / notebook / f"{key}.{suffix}"
         if figure.exists():
             shutil.copy2(figure, generated / f"headline.{suffix}")
+        narrow = layout.results / "figures" / notebook / f"{key}.narrow.{suffix}"  # its phone layout
+        if narrow.exists():  # (figurelayouts shows it on narrow screens)
+            shutil.copy2(narrow, generated / f"headline-narrow.{suffix}")
     if not (generated / "headline.png").exists():
         raise SiteError(f"the headline figure {notebook}/{key} was not recorded")
     commit = git_commit()
