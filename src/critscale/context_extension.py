@@ -53,6 +53,9 @@ LAW_ARMS = ("none", "sqrt_log", "log", "yarn")
 ARMS = LAW_ARMS + ("oracle", "schedule")
 ARM_LABEL = {"none": "none", "sqrt_log": "clipped √(log n / log L)", "log": "clipped log n / log L (LogN)",
              "yarn": "YaRN (0.1 ln s + 1)²", "oracle": "oracle constant", "schedule": "diagnostic schedule"}
+# The same arms in a figure's tick labels, short enough for a phone's column (the captions say which is which).
+ARM_SHORT = {"none": "none", "sqrt_log": "√ rule", "log": "LogN", "yarn": "YaRN", "oracle": "oracle",
+             "schedule": "schedule"}
 CRITERION_MULTIPLES = (4, 8)  # the lengths sL at which the schedule must match the best arm
 CONFIDENCE = 0.95
 CAPTURE = "critscale_extension_capture"  # no "sdpa" in the name (transformers would check that backend)
