@@ -3,6 +3,8 @@
 
 import base64
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -32,8 +34,8 @@ def _notebook(path, narrow=True):
 
 
 def _build(tmp_path, builder, narrow=True):
-    from sphinx.cmd.build import build_main
-
+    """Build in a child process: myst-nb registers its parser in Sphinx's defaults for the whole process, and a later
+    in-process build without it (tests/test_proof_index.py) then stops on "Source parser for myst-nb not registered"."""
     src = tmp_path / "src"
     src.mkdir(parents=True, exist_ok=True)
     (src / "conf.py").write_text("extensions = ['myst_nb', 'critscale.bookbuild.figurelayouts']\nproject = 't'\n"
@@ -48,7 +50,9 @@ def _build(tmp_path, builder, narrow=True):
         (src / "img" / "f-narrow.svg").write_text(NARROW_SVG)
     (src / "own.md").write_text("# Own\n\n```{figure} img/f.*\n:name: fig-own\n\nThe headline.\n```\n")
     out = tmp_path / builder
-    assert build_main(["-q", "-W", "-b", builder, str(src), str(out)]) == 0
+    proc = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-W", "-b", builder, str(src), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
 
