@@ -164,10 +164,12 @@ def agreement_sentence(model: str, agreement: dict) -> str:
         return (f"{model}: not measured in this build (too few windows for intervals, so no head can be flagged or "
                 "given a rule, whatever the seed).")
     share = f"{agreement['share']:.1%} [{agreement['low']:.1%}, {agreement['high']:.1%}]"
-    verdict = ("at least" if agreement["share"] >= SEED_AGREEMENT else "below")
+    aim = f"the {SEED_AGREEMENT:.0%} the diagnostic aims at"
+    verdict = (f"below {aim}" if agreement["share"] < SEED_AGREEMENT else
+               f"at least {aim}, though its interval reaches below it" if agreement["low"] < SEED_AGREEMENT else
+               f"at least {aim}, with its whole interval")
     return (f"{model}: null seeds {seeds} give the same decisions on {agreement['same']} of {agreement['heads']} heads "
-            f"({share}, exact {agreement['confidence']:.0%} interval; {verdict} the {SEED_AGREEMENT:.0%} the "
-            f"diagnostic aims at): the same flag beyond the null on {agreement['same_flag']} "
+            f"({share}, exact {agreement['confidence']:.0%} interval; {verdict}): the same flag beyond the null on {agreement['same_flag']} "
             f"({agreement['flagged']} flagged under either seed), the same rule on {agreement['same_rule']} "
             f"({agreement['decided']} decided under either).")
 

@@ -395,8 +395,8 @@ def verdict_sentence(model: str, v: dict) -> str:
     return (f"{model}, read at {v['read_length']} tokens: rule {v['rule']} ({backing}; {v['undecided']} of the "
             f"{v['heads']} heads are undecided and back no rule); median $\\gamma$ "
             f"{_interval(v['gamma'], v['gamma_low'], v['gamma_high'])}, its Gaussian null's {v['null_gamma']:.2f}; "
-            f"at {v['target_length']} tokens ({v['multiple']} times) its logits must be multiplied by "
-            f"{_growth_text(v)} to keep the operating point, against {_growth_text(v, 'null_')} for the null; "
+            f"at {v['target_length']} tokens ({v['multiple']} times) its logits would need to be multiplied "
+            f"by {_growth_text(v)} to keep the operating point if the fitted power of log n goes on holding, against {_growth_text(v, 'null_')} for the null; "
             f"{v['layers_decided']} of {v['layers']} layers have a decided rule, and {v['layers_above_null']} need "
             "more growth than the null (the lower end of their interval above the upper end of the null's).")
 
@@ -417,8 +417,9 @@ def takeaway(verdicts: list[tuple[str, dict]]) -> str:
     rule = (f"a published rule is singled out in only {decided} of their {layers} layers, so what the diagnostic "
             "offers is the per-layer factors (`schedule.json`)" if decided < layers else
             f"a published rule is singled out in all {layers} layers")
-    test = (" These factors hold the operating point by extrapolating the heads' growth beyond the length read; "
-            "whether holding it keeps the loss down is what the next chapter tests.")
+    test = (" These factors would hold the operating point only if the power of log n fitted on the lengths read goes "
+            "on holding beyond them, which this page does not test; whether holding it keeps the loss down is what the "
+            "next chapter tests, on another model.")
     missing = f" No factor for {'; '.join(unread)}." if unread else ""
     return (f"To keep the operating point beyond the length read, multiply the logits of {'; of '.join(parts)}; "
             f"{rule}.{missing}{test}")
