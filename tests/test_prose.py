@@ -605,3 +605,11 @@ def test_the_appendix_reports_the_quantile_row_rejection_only_where_chapter_05_r
     claimed = "lies outside the 95% intervals of the fits" in text
     for profile, values in _fresh_profiles("05_ladder"):
         assert claimed == bool(values["step_qrow_rejected"]), profile
+
+
+def test_an_equation_reference_is_not_wrapped_in_a_second_pair_of_parentheses():
+    """An {eq} reference renders with its own parentheses, '(8)'; the appendix wrote '({eq}`eq-06-kappa-bar`)',
+    which the reader saw as '((8))'."""
+    wrapped = re.compile(r"\(\{eq\}`[^`]*`\)")
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in PROSE_SOURCES for m in wrapped.finditer(p.read_text())]
+    assert found == []
