@@ -308,7 +308,9 @@ def test_summary_box_names_every_planted_family_the_quantile_row_misses(ladder):
     about ten half-widths in the cpu profile) is rejected fails here."""
     from pathlib import Path
     page = (Path(__file__).resolve().parents[1] / "notebooks" / "05_ladder.md").read_text()
-    claim = next(l for l in page.splitlines() if l.startswith(": For every family of independent scores"))
+    lines = page.splitlines()
+    claim = lines[lines.index("Claim") + 1]  # the box's claim, the definition line under "Claim"
+    assert claim.startswith(": For each i.i.d. family"), claim
     assert claim.endswith("{glue:md}`step_claim:myst`.")
     text = ladder["step_claim_text"]
     rejected = [f for f in STEP if not F(ladder, f)["lo"] <= F(ladder, f)["qrow_slope"] <= F(ladder, f)["hi"]]
