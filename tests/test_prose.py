@@ -264,6 +264,24 @@ def test_a_glued_table_names_families_by_reader_name_and_stores_the_registry_nam
     assert frame.family.tolist() == ["gauss", "planted_shrink", "sphere3"]  # the caller's frame is not changed
 
 
+def test_a_glued_table_maps_every_column_of_family_names_not_only_one_called_family():
+    """Chapter 10's exponent table ('closest family': gauss, planted, edge) and chapter 11's medians ('rows of':
+    gauss, sphere4, ..., sphere128) showed registry names; a column whose cells are all registry names is shown in
+    reader names, a column of other words ('scores', 'qk') is left as it is."""
+    import pandas as pd
+
+    from critscale import pagedata
+    from critscale.tables import table_bundle
+
+    frame = pd.DataFrame({"closest family": ["gauss", "planted", "edge"], "rows of": ["sphere4", "gauss", "sphere128"],
+                          "kind": ["scores", "qk", "planted"], "x": [1.0, 2.0, 3.0]})
+    shown = table_bundle(pagedata.with_reader_names(frame))["text/markdown"]
+    assert not CODE_NAME.search(prose.CODE_SPAN.sub(" ", shown)), shown
+    for name in ("Gaussian", "endpoint singularity", "sphere S³", "sphere S¹²⁷", "scores", "qk"):
+        assert name in shown
+    assert frame["rows of"].tolist() == ["sphere4", "gauss", "sphere128"]  # the caller's frame is not changed
+
+
 def test_figure_stamps_name_the_seed_coordinates_in_words():
     """The stamp under a figure printed 'seeds [12697, f, n]'; it now reads 'seeds [12697, family, length]'."""
     from critscale.plotting import seed_text
@@ -469,3 +487,47 @@ def test_figures_name_families_by_reader_name(path):
     bad = [f"{svg.name}: {text!r}" for svg in sorted(folder.glob("*.svg"))
            for text in re.findall(r"<!-- (.*?) -->", svg.read_text()) if CODE_NAME.search(text)]
     assert bad == []
+
+
+# ---------------------------------------------------------------- a bound read off a rounded extreme
+BOUND_PAGES = [ROOT / "notebooks" / f"{stem}.md" for stem in (
+    "07_weibull_window", "08_planted_window", "09_legendre_entropy", "10_rescaling_rules", "11_dimension_crossover",
+    "12_kernels", "99_reproducibility")]
+BOUND_GLUE = re.compile(r"(?:at most|at least|within|up to|exceeds?|more than|less than|no more than|\\ge|\\le|≥|≤)"
+                        r"[\s$|=z_\\pm{}]*\{glue:text\}`([\w.-]+):[^`]*[fg%]`")
+THRESHOLDS = {  # keys that are a declared threshold or a parameter, not an observed extreme: a bound by them is exact
+    "extrap_z_family", "c_max_model", "mc_z_threshold", "live_beta_max_qk", "goal_scores32_ms", "goal_qk_ms",
+}
+
+
+def _rounded_bounds(text):
+    return [key for key in BOUND_GLUE.findall(prose.COMMENT.sub(" ", text)) if key not in THRESHOLDS]
+
+
+@pytest.mark.parametrize("path", BOUND_PAGES, ids=lambda p: p.stem)
+def test_no_bound_is_a_rounded_observed_extreme(path):
+    """'each within 1.1 standard errors' pasted the largest |z| rounded to the nearest tenth, so a largest |z| of
+    1.108 read 'within 1.1', false as written (chapter 07; likewise its '|z| >= 6.9' for 6.87 and 'no |z| exceeds 1.3'
+    for 1.34, chapter 08's 'within 1.2' for 1.22, chapter 09's 'within 2.1' for 2.14 and chapter 11's 'at most 0.076'
+    for 0.0765 in the cpu book).  An observed extreme is stated as what it is ('the largest |z| is 1.1'); a bound
+    word before a rounded paste is kept for declared thresholds only."""
+    assert _rounded_bounds(path.read_text()) == []
+
+
+def test_the_bound_pattern_sees_a_rounded_extreme_and_spares_thresholds():
+    old = ("each within {glue:text}`kink_weibull_max_abs_z:.1f` standard errors; rejected at $|z|\\ge$ "
+           "{glue:text}`extrap_min_abs_z_alternative:.1f`; no $|z_\\pm|$ exceeds {glue:text}`x_c4:.1f`; "
+           "misses $0$ by more than $|z|=${glue:text}`extrap_z_family:.2f`; the largest is {glue:text}`y:.1f`; "
+           "below {glue:text}`truncation_tolerance`")
+    assert _rounded_bounds(old) == ["kink_weibull_max_abs_z", "extrap_min_abs_z_alternative", "x_c4"]
+
+
+def test_the_stretched_exponential_entropy_limit_carries_its_hypothesis():
+    """Chapter 09's limit 1 - c^{p/(p-1)} holds for p > 1 only (a convex -log F-bar); for p < 1 it would be a
+    negative entropy.  Every line that states it names the range of p (the derivation's 'psi(x) = x^p' item and
+    the exercise's solution stated it for every p before this test)."""
+    text = (ROOT / "notebooks" / "09_legendre_entropy.md").read_text()
+    bare = [f"09_legendre_entropy.md:{number}" for number, line in prose.reader_lines(text)
+            if "c^{p/(p-1)}" in line.replace(" ", "")
+            and not re.search(r"p\s*>\s*1|p\s*<\s*1|p\s*\\downarrow\s*1", line)]
+    assert bare == []
