@@ -531,3 +531,101 @@ def test_the_stretched_exponential_entropy_limit_carries_its_hypothesis():
             if "c^{p/(p-1)}" in line.replace(" ", "")
             and not re.search(r"p\s*>\s*1|p\s*<\s*1|p\s*\\downarrow\s*1", line)]
     assert bare == []
+
+
+# ---------------------------------------------------------------- chapter 12: provenance in its box, equal work per panel
+def _kernels_cells():
+    """The code cells of chapter 12, each up to its closing fence on a line of its own."""
+    cells, current = [], None
+    for line in KERNELS.read_text().split("\n"):
+        if current is None:
+            current = [] if line.startswith("```{code-cell}") else None
+        elif line == "```":
+            cells.append("\n".join(l for l in current if not l.startswith(":tags:")))
+            current = None
+        else:
+            current.append(line)
+    return cells
+
+
+def _reads_a_commit(node):
+    """A subscript ``x["commit"]``, an attribute ``x.commit`` or a variable named for commits."""
+    import ast
+
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and "commit" in str(node.slice.value)
+    return ("commit" in node.attr) if isinstance(node, ast.Attribute) else (
+        isinstance(node, ast.Name) and "commit" in node.id)
+
+
+def test_chapter_12_prose_pastes_no_commit():
+    """Where and at which commit a GPU result was made is the provenance box's business: 'Tests on the GPU: 45
+    passed ... at commit 1f03a07d5d3f' and 'The kernel tests recorded on the GPU ran at commit 1f03a07d5d3f'
+    pasted it into the prose.  No string the prose pastes is built from a record's commit."""
+    import ast
+
+    source = KERNELS.read_text()
+    pasted = set(GLUED.findall(source)) | set(GLUED_BLOCK.findall(source))
+    bad = []
+    for cell in _kernels_cells():
+        for node in ast.walk(ast.parse(cell)):
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "cs.record" and len(node.args) >= 2
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in pasted
+                    and any(_reads_a_commit(part) for part in ast.walk(node.args[1]))):
+                bad.append(node.args[0].value)
+    assert bad == []
+
+
+def test_chapter_12_gpu_notes_point_to_the_provenance_box():
+    """The note above each recorded GPU result named device, software, driver, commit, date and wall time in the
+    prose; on chapter 12 it names the device and points to the box, which carries the rest."""
+    from critscale import gpu_records
+
+    data = {"provenance": {"device": "NVIDIA H200", "commit": "1f03a07d5d3f", "date_utc": "2026-11-30T00:55:50Z",
+                           "versions": {"torch": "2.11.0"}, "driver": "580", "wall_time_s": 41.0}}
+    short = gpu_records.note_text(data, "Kernel tests", provenance_in_box=True)
+    assert "NVIDIA H200" in short and "provenance box" in short
+    assert "1f03a07d5d3f" not in short and "2026-11-30" not in short and "torch" not in short
+    assert "1f03a07d5d3f" in gpu_records.note_text(data, "Kernel tests")  # other pages keep the full note
+    assert gpu_records.describe_in_box(data) == "torch 2.11.0; driver 580; wall time 41 s"
+    calls = re.findall(r"show_gpu_record_note\((.*?)\)\n", KERNELS.read_text(), flags=re.S)
+    assert len(calls) == 3 and all("provenance_in_box=True" in call for call in calls)
+
+
+def test_chapter_12_floors_figure_draws_a_recorded_time_only_on_its_own_grid():
+    """The floors figure drew the older run's time on the ratio-1.25 grid (80 ms) on the row of the doubling grid
+    (floor 24 ms): unequal work in one panel.  Run the figure's own cell on a small table: a diamond appears only
+    where the recorded grid is the row's grid, and the stamp names the GPU run's commit and date."""
+    import types
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    import critscale as cs_real
+
+    cell = next(c for c in _kernels_cells() if 'record_figure("kernels_floors_fig"' in c)
+    pairs = [("scores", "grid32"), ("scores", "grid1"), ("scores", "grid32-geo"), ("qk", "grid32"),
+             ("sampled", "grid32")]
+    floors = pd.DataFrame({"kind": [k for k, _ in pairs], "grid": [g for _, g in pairs],
+                           "pass 1 (ms)": [4.0, 4.0, 4.0, 5.0, 7.0], "pass 2 (ms)": [20.0, 4.0, 35.0, 25.0, 26.0],
+                           "floor (ms)": [24.0, 8.0, 39.0, 30.0, 33.0], "goal (ms)": [20.0, 9.6, None, 28.0, 28.6],
+                           "recorded (ms)": [80.2, 12.6, 80.2, 168.0, 157.0],
+                           "recorded grid": ["grid32-geo", "grid1", "grid32-geo", "grid32-geo", "grid32-geo"]})
+    figures = {}
+    cs = types.SimpleNamespace(plotting=cs_real.plotting, record_figure=lambda key, fig: figures.__setitem__(key, fig))
+    scope = {"cs": cs, "np": np, "pd": pd, "plt": plt, "floors": floors, "profile": "test", "ROWS": 4096, "N": 2**20,
+             "sp": {"triton": "3.7.1"}, "facts": {"device": "NVIDIA H200", "clock_mhz": 1980.0},
+             "bench": {"provenance": {"commit": "1f03a07d5d3f", "date_utc": "2026-11-30T00:56:40Z"}}}
+    exec(cell, scope)
+    fig = figures["kernels_floors_fig"]
+    diamonds = [line for ax in fig.axes for line in ax.get_lines() if line.get_marker() == "D"]
+    assert len(diamonds) == 1
+    drawn = np.isfinite(np.asarray(diamonds[0].get_xdata(), dtype=float))
+    assert drawn.tolist() == (floors["recorded grid"] == floors.grid).tolist()
+    stamp = " ".join(t.get_text() for t in fig.texts)
+    assert "1f03a07d5d3f" in stamp and "2026-11-30" in stamp
+    plt.close(fig)
