@@ -629,3 +629,27 @@ def test_chapter_12_floors_figure_draws_a_recorded_time_only_on_its_own_grid():
     stamp = " ".join(t.get_text() for t in fig.texts)
     assert "1f03a07d5d3f" in stamp and "2026-11-30" in stamp
     plt.close(fig)
+
+
+@pytest.mark.parametrize("stem", ["07_weibull_window", "08_planted_window", "09_legendre_entropy",
+                                  "10_rescaling_rules", "11_dimension_crossover"])
+def test_glued_tables_name_families_by_reader_name(stem):
+    """Chapter 10's drift table headed a column 'edge rows' and its exponent table listed 'gauss', 'edge' as the
+    closest family; chapter 11's medians were labelled 'gauss', 'sphere4', ... 'sphere128'.  The markdown a page
+    pastes for a table (headers and cells) holds no family code name."""
+    import nbformat
+
+    _fresh_results(stem)
+    executed = ROOT / "build" / "executed" / "ci" / f"{stem}.ipynb"
+    if not executed.exists():
+        pytest.skip(f"{executed.relative_to(ROOT)} missing")
+    source = (ROOT / "notebooks" / f"{stem}.md").read_text()
+    pasted = set(GLUED_BLOCK.findall(source))
+    bad = []
+    for cell in nbformat.read(executed, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            shown = output.get("data", {}).get("application/papermill.record/text/markdown")
+            if name in pasted and isinstance(shown, str) and shown.lstrip().startswith("|"):
+                bad += [f"{name}: {m.group(0)!r}" for m in CODE_NAME.finditer(prose.CODE_SPAN.sub(" ", shown))]
+    assert bad == []
