@@ -632,7 +632,7 @@ def test_chapter_12_floors_figure_draws_a_recorded_time_only_on_its_own_grid():
 
 
 @pytest.mark.parametrize("stem", ["07_weibull_window", "08_planted_window", "09_legendre_entropy",
-                                  "10_rescaling_rules", "11_dimension_crossover"])
+                                  "10_rescaling_rules", "11_dimension_crossover", "99_reproducibility"])
 def test_glued_tables_name_families_by_reader_name(stem):
     """Chapter 10's drift table headed a column 'edge rows' and its exponent table listed 'gauss', 'edge' as the
     closest family; chapter 11's medians were labelled 'gauss', 'sphere4', ... 'sphere128'.  The markdown a page
@@ -653,3 +653,30 @@ def test_glued_tables_name_families_by_reader_name(stem):
             if name in pasted and isinstance(shown, str) and shown.lstrip().startswith("|"):
                 bad += [f"{name}: {m.group(0)!r}" for m in CODE_NAME.finditer(prose.CODE_SPAN.sub(" ", shown))]
     assert bad == []
+
+
+def test_a_table_cell_keeps_a_code_span_as_code():
+    """The reproducibility page's parameters are code (`families=['gauss']`); a table cell escaped every backtick
+    and underscore, so a parameter could only be shown as text, with its family code names."""
+    from critscale.tables import to_markdown
+
+    import pandas as pd
+
+    md = to_markdown(pd.DataFrame({"parameters": ["`figure_families=['gauss']`, `n=4096`", "a_b `x|y`"]}))
+    assert "`figure_families=['gauss']`, `n=4096`" in md
+    assert r"a\_b `x\|y`" in md
+    assert 'f"`{k}={v}`"' in REPRO.read_text()  # the page's parameters column, each parameter a code span
+
+
+def test_recorded_dates_are_written_one_way():
+    """The reproducibility page's table of GPU results listed '2026-11-30 00:37 UTC' beside
+    '2026-11-30T00:56:40Z': one quantity, two formats.  Every recorded date is written as the page boxes write
+    theirs."""
+    from critscale.gpu_records import date_text
+
+    assert date_text("2026-11-30T00:56:40Z") == "2026-11-30 00:56 UTC"
+    assert date_text("2026-11-30 00:37 UTC") == "2026-11-30 00:37 UTC"
+    assert date_text("2026-11-30T01:56:40+01:00") == "2026-11-30 00:56 UTC"
+    with pytest.raises(ValueError, match="recorded date 'soon'"):
+        date_text("soon")
+    assert 'cs.gpu_records.date_text(p["date_utc"])' in REPRO.read_text()

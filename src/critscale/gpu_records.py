@@ -207,6 +207,21 @@ def describe(data: dict) -> str:
             f"These numbers are GPU results read from `results/gpu/`, not recomputed by this build.")
 
 
+def date_text(value: str) -> str:
+    """A recorded date as the book writes dates, ``2026-11-30 00:56 UTC``, whether the record wrote
+    ``2026-11-30T00:56:40Z`` or ``2026-11-30 00:56 UTC``."""
+    from datetime import datetime, timezone
+
+    text = str(value).strip().removesuffix(" UTC").replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"recorded date {value!r}: not an ISO date and time") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
 def describe_in_box(data: dict) -> str:
     """The software of a recorded result, for a page's provenance box: versions, driver and wall time."""
     p = data["provenance"]
