@@ -680,3 +680,24 @@ def test_recorded_dates_are_written_one_way():
     with pytest.raises(ValueError, match="recorded date 'soon'"):
         date_text("soon")
     assert 'cs.gpu_records.date_text(p["date_utc"])' in REPRO.read_text()
+
+
+def test_chapter_12_provenance_box_writes_dates_as_the_book_does():
+    """Chapter 12's provenance box wrote '2026-12-01T16:26:17Z' under the page's own '2026-12-01 16:39 UTC'. Run the
+    box's own function on the committed records: every date it writes is 'YYYY-MM-DD HH:MM UTC', and each GPU
+    record's line carries its software (moved there from the notes in the prose)."""
+    source = KERNELS.read_text()
+    function = source[source.index("def data_provenance():"):source.index("\ndata_provenance()")]
+    import critscale as cs
+
+    shown = []
+    scope = {"cs": cs, "json": json, "Markdown": str, "display": shown.append, "sass_name": "kernels_sass",
+             "bench_name": "kernels_bench", "tests_name": "kernels_tests", "mc_name": "kernels_montecarlo"}
+    exec(function, scope)
+    scope["data_provenance"]()
+    box = shown[0]
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d", box), box
+    assert len(re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", box)) >= 2
+    for line in box.split("\n"):
+        if line.startswith("> GPU "):
+            assert "driver" in line and "wall time" in line, line
