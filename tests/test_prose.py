@@ -427,13 +427,15 @@ def test_the_spread_rule_bars_a_spread_beyond_noise():
 BOX_VERDICTS = {
     "06_gumbel_window": "extrap_verdict_text",  # the six declared cells, failures named
     "07_weibull_window": "extrap_exceptions",   # the tested corrections that miss 0
+    "12_kernels": "live_agreement",             # whether the live check agreed, not a typed 'agree'
 }
 
 
 @pytest.mark.parametrize("stem", sorted(BOX_VERDICTS))
 def test_summary_box_reports_the_recorded_failures(stem):
     """Chapter 07's box gave the one passing cell it chose (keys on S⁸ at c = 1) and not that the cell on S⁴ at
-    c = 1 misses 0 at z = -3.1; a box pastes the chapter's count of failures."""
+    c = 1 misses 0 at z = -3.1; a box pastes the chapter's count of failures.  Chapter 12's box typed that the
+    kernels 'agree with the float64 reference' whatever its live check found."""
     assert f"`{BOX_VERDICTS[stem]}" in _box(stem)
 
 
