@@ -703,3 +703,19 @@ def test_chapter_12_provenance_box_writes_dates_as_the_book_does():
     for line in box.split("\n"):
         if line.startswith("> GPU "):
             assert "driver" in line and "wall time" in line, line
+
+
+def test_chapter_07_failed_cell_is_written_as_its_table_writes_it():
+    """The prose gave the failed cell's intercept as '-1.9×10⁻⁴ ± 6.3×10⁻⁵' beside the table's '-0.000191 ±
+    0.000063': one quantity, two formats.  Run the chapter's own sentence builder on that cell."""
+    import types
+
+    import critscale as cs
+
+    source = (ROOT / "notebooks" / "07_weibull_window.md").read_text()
+    function = source[source.index("def exception_text"):source.index("\n\n\nfailed =")]
+    fit = types.SimpleNamespace(intercept=-0.000191, se=0.000063, z=lambda at: (-0.000191 - at) / 0.000063)
+    scope = {"cs": cs, "ALPHA": {"sphere5": 2}, "limit_value": lambda alpha, key, c: (0.3289, 0.001)}
+    exec(function, scope)
+    text = scope["exception_text"]("sphere5", "collision", 1.0, fit)
+    assert cs.tables.interval(-0.000191, -0.000254, -0.000128) in text and "×10" not in text, text
