@@ -186,7 +186,7 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
             return gpu_records.upgrade(name, json.loads(path.read_text())) if path.exists() else None
 
         @staticmethod
-        def show_gpu_record_note(data, what):
+        def show_gpu_record_note(data, what, **kw):
             pass
 
     import critscale as cs_real

@@ -264,6 +264,24 @@ def test_a_glued_table_names_families_by_reader_name_and_stores_the_registry_nam
     assert frame.family.tolist() == ["gauss", "planted_shrink", "sphere3"]  # the caller's frame is not changed
 
 
+def test_a_glued_table_maps_every_column_of_family_names_not_only_one_called_family():
+    """Chapter 10's exponent table ('closest family': gauss, planted, edge) and chapter 11's medians ('rows of':
+    gauss, sphere4, ..., sphere128) showed registry names; a column whose cells are all registry names is shown in
+    reader names, a column of other words ('scores', 'qk') is left as it is."""
+    import pandas as pd
+
+    from critscale import pagedata
+    from critscale.tables import table_bundle
+
+    frame = pd.DataFrame({"closest family": ["gauss", "planted", "edge"], "rows of": ["sphere4", "gauss", "sphere128"],
+                          "kind": ["scores", "qk", "planted"], "x": [1.0, 2.0, 3.0]})
+    shown = table_bundle(pagedata.with_reader_names(frame))["text/markdown"]
+    assert not CODE_NAME.search(prose.CODE_SPAN.sub(" ", shown)), shown
+    for name in ("Gaussian", "endpoint singularity", "sphere S³", "sphere S¹²⁷", "scores", "qk"):
+        assert name in shown
+    assert frame["rows of"].tolist() == ["sphere4", "gauss", "sphere128"]  # the caller's frame is not changed
+
+
 def test_figure_stamps_name_the_seed_coordinates_in_words():
     """The stamp under a figure printed 'seeds [12697, f, n]'; it now reads 'seeds [12697, family, length]'."""
     from critscale.plotting import seed_text
@@ -474,13 +492,15 @@ def test_the_spread_rule_bars_a_spread_beyond_noise():
 BOX_VERDICTS = {
     "06_gumbel_window": "extrap_verdict_text",  # the six declared cells, failures named
     "07_weibull_window": "extrap_exceptions",   # the tested corrections that miss 0
+    "12_kernels": "live_agreement",             # whether the live check agreed, not a typed 'agree'
 }
 
 
 @pytest.mark.parametrize("stem", sorted(BOX_VERDICTS))
 def test_summary_box_reports_the_recorded_failures(stem):
     """Chapter 07's box gave the one passing cell it chose (keys on S⁸ at c = 1) and not that the cell on S⁴ at
-    c = 1 misses 0 at z = -3.1; a box pastes the chapter's count of failures."""
+    c = 1 misses 0 at z = -3.1; a box pastes the chapter's count of failures.  Chapter 12's box typed that the
+    kernels 'agree with the float64 reference' whatever its live check found."""
     assert f"`{BOX_VERDICTS[stem]}" in _box(stem)
 
 
@@ -613,3 +633,233 @@ def test_an_equation_reference_is_not_wrapped_in_a_second_pair_of_parentheses():
     wrapped = re.compile(r"\(\{eq\}`[^`]*`\)")
     found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in PROSE_SOURCES for m in wrapped.finditer(p.read_text())]
     assert found == []
+
+
+# ---------------------------------------------------------------- a bound read off a rounded extreme
+BOUND_PAGES = [ROOT / "notebooks" / f"{stem}.md" for stem in (
+    "07_weibull_window", "08_planted_window", "09_legendre_entropy", "10_rescaling_rules", "11_dimension_crossover",
+    "12_kernels", "99_reproducibility")]
+BOUND_GLUE = re.compile(r"(?:at most|at least|within|up to|exceeds?|more than|less than|no more than|\\ge|\\le|≥|≤)"
+                        r"[\s$|=z_\\pm{}]*\{glue:text\}`([\w.-]+):[^`]*[fg%]`")
+THRESHOLDS = {  # keys that are a declared threshold or a parameter, not an observed extreme: a bound by them is exact
+    "extrap_z_family", "c_max_model", "mc_z_threshold", "live_beta_max_qk", "goal_scores32_ms", "goal_qk_ms",
+}
+
+
+def _rounded_bounds(text):
+    return [key for key in BOUND_GLUE.findall(prose.COMMENT.sub(" ", text)) if key not in THRESHOLDS]
+
+
+@pytest.mark.parametrize("path", BOUND_PAGES, ids=lambda p: p.stem)
+def test_no_bound_is_a_rounded_observed_extreme(path):
+    """'each within 1.1 standard errors' pasted the largest |z| rounded to the nearest tenth, so a largest |z| of
+    1.108 read 'within 1.1', false as written (chapter 07; likewise its '|z| >= 6.9' for 6.87 and 'no |z| exceeds 1.3'
+    for 1.34, chapter 08's 'within 1.2' for 1.22, chapter 09's 'within 2.1' for 2.14 and chapter 11's 'at most 0.076'
+    for 0.0765 in the cpu book).  An observed extreme is stated as what it is ('the largest |z| is 1.1'); a bound
+    word before a rounded paste is kept for declared thresholds only."""
+    assert _rounded_bounds(path.read_text()) == []
+
+
+def test_the_bound_pattern_sees_a_rounded_extreme_and_spares_thresholds():
+    old = ("each within {glue:text}`kink_weibull_max_abs_z:.1f` standard errors; rejected at $|z|\\ge$ "
+           "{glue:text}`extrap_min_abs_z_alternative:.1f`; no $|z_\\pm|$ exceeds {glue:text}`x_c4:.1f`; "
+           "misses $0$ by more than $|z|=${glue:text}`extrap_z_family:.2f`; the largest is {glue:text}`y:.1f`; "
+           "below {glue:text}`truncation_tolerance`")
+    assert _rounded_bounds(old) == ["kink_weibull_max_abs_z", "extrap_min_abs_z_alternative", "x_c4"]
+
+
+def test_the_stretched_exponential_entropy_limit_carries_its_hypothesis():
+    """Chapter 09's limit 1 - c^{p/(p-1)} holds for p > 1 only (a convex -log F-bar); for p < 1 it would be a
+    negative entropy.  Every line that states it names the range of p (the derivation's 'psi(x) = x^p' item and
+    the exercise's solution stated it for every p before this test)."""
+    text = (ROOT / "notebooks" / "09_legendre_entropy.md").read_text()
+    bare = [f"09_legendre_entropy.md:{number}" for number, line in prose.reader_lines(text)
+            if "c^{p/(p-1)}" in line.replace(" ", "")
+            and not re.search(r"p\s*>\s*1|p\s*<\s*1|p\s*\\downarrow\s*1", line)]
+    assert bare == []
+
+
+# ---------------------------------------------------------------- chapter 12: provenance in its box, equal work per panel
+def _kernels_cells():
+    """The code cells of chapter 12, each up to its closing fence on a line of its own."""
+    cells, current = [], None
+    for line in KERNELS.read_text().split("\n"):
+        if current is None:
+            current = [] if line.startswith("```{code-cell}") else None
+        elif line == "```":
+            cells.append("\n".join(l for l in current if not l.startswith(":tags:")))
+            current = None
+        else:
+            current.append(line)
+    return cells
+
+
+def _reads_a_commit(node):
+    """A subscript ``x["commit"]``, an attribute ``x.commit`` or a variable named for commits."""
+    import ast
+
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and "commit" in str(node.slice.value)
+    return ("commit" in node.attr) if isinstance(node, ast.Attribute) else (
+        isinstance(node, ast.Name) and "commit" in node.id)
+
+
+def test_chapter_12_prose_pastes_no_commit():
+    """Where and at which commit a GPU result was made is the provenance box's business: 'Tests on the GPU: 45
+    passed ... at commit 1f03a07d5d3f' and 'The kernel tests recorded on the GPU ran at commit 1f03a07d5d3f'
+    pasted it into the prose.  No string the prose pastes is built from a record's commit."""
+    import ast
+
+    source = KERNELS.read_text()
+    pasted = set(GLUED.findall(source)) | set(GLUED_BLOCK.findall(source))
+    bad = []
+    for cell in _kernels_cells():
+        for node in ast.walk(ast.parse(cell)):
+            if (isinstance(node, ast.Call) and ast.unparse(node.func) == "cs.record" and len(node.args) >= 2
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value in pasted
+                    and any(_reads_a_commit(part) for part in ast.walk(node.args[1]))):
+                bad.append(node.args[0].value)
+    assert bad == []
+
+
+def test_chapter_12_gpu_notes_point_to_the_provenance_box():
+    """The note above each recorded GPU result named device, software, driver, commit, date and wall time in the
+    prose; on chapter 12 it names the device and points to the box, which carries the rest."""
+    from critscale import gpu_records
+
+    data = {"provenance": {"device": "NVIDIA H200", "commit": "1f03a07d5d3f", "date_utc": "2026-11-30T00:55:50Z",
+                           "versions": {"torch": "2.11.0"}, "driver": "580", "wall_time_s": 41.0}}
+    short = gpu_records.note_text(data, "Kernel tests", provenance_in_box=True)
+    assert "NVIDIA H200" in short and "provenance box" in short
+    assert "1f03a07d5d3f" not in short and "2026-11-30" not in short and "torch" not in short
+    assert "1f03a07d5d3f" in gpu_records.note_text(data, "Kernel tests")  # other pages keep the full note
+    assert gpu_records.describe_in_box(data) == "torch 2.11.0; driver 580; wall time 41 s"
+    calls = re.findall(r"show_gpu_record_note\((.*?)\)\n", KERNELS.read_text(), flags=re.S)
+    assert len(calls) == 3 and all("provenance_in_box=True" in call for call in calls)
+
+
+def test_chapter_12_floors_figure_draws_a_recorded_time_only_on_its_own_grid():
+    """The floors figure drew the older run's time on the ratio-1.25 grid (80 ms) on the row of the doubling grid
+    (floor 24 ms): unequal work in one panel.  Run the figure's own cell on a small table: a diamond appears only
+    where the recorded grid is the row's grid, and the stamp names the GPU run's commit and date."""
+    import types
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+
+    import critscale as cs_real
+
+    cell = next(c for c in _kernels_cells() if 'record_figure("kernels_floors_fig"' in c)
+    pairs = [("scores", "grid32"), ("scores", "grid1"), ("scores", "grid32-geo"), ("qk", "grid32"),
+             ("sampled", "grid32")]
+    floors = pd.DataFrame({"kind": [k for k, _ in pairs], "grid": [g for _, g in pairs],
+                           "pass 1 (ms)": [4.0, 4.0, 4.0, 5.0, 7.0], "pass 2 (ms)": [20.0, 4.0, 35.0, 25.0, 26.0],
+                           "floor (ms)": [24.0, 8.0, 39.0, 30.0, 33.0], "goal (ms)": [20.0, 9.6, None, 28.0, 28.6],
+                           "recorded (ms)": [80.2, 12.6, 80.2, 168.0, 157.0],
+                           "recorded grid": ["grid32-geo", "grid1", "grid32-geo", "grid32-geo", "grid32-geo"]})
+    figures = {}
+    cs = types.SimpleNamespace(plotting=cs_real.plotting, record_figure=lambda key, fig: figures.__setitem__(key, fig))
+    scope = {"cs": cs, "np": np, "pd": pd, "plt": plt, "floors": floors, "profile": "test", "ROWS": 4096, "N": 2**20,
+             "sp": {"triton": "3.7.1"}, "facts": {"device": "NVIDIA H200", "clock_mhz": 1980.0},
+             "bench": {"provenance": {"commit": "1f03a07d5d3f", "date_utc": "2026-11-30T00:56:40Z"}}}
+    exec(cell, scope)
+    fig = figures["kernels_floors_fig"]
+    diamonds = [line for ax in fig.axes for line in ax.get_lines() if line.get_marker() == "D"]
+    assert len(diamonds) == 1
+    drawn = np.isfinite(np.asarray(diamonds[0].get_xdata(), dtype=float))
+    assert drawn.tolist() == (floors["recorded grid"] == floors.grid).tolist()
+    stamp = " ".join(t.get_text() for t in fig.texts)
+    assert "1f03a07d5d3f" in stamp and "2026-11-30" in stamp
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("stem", ["07_weibull_window", "08_planted_window", "09_legendre_entropy",
+                                  "10_rescaling_rules", "11_dimension_crossover", "99_reproducibility"])
+def test_glued_tables_name_families_by_reader_name(stem):
+    """Chapter 10's drift table headed a column 'edge rows' and its exponent table listed 'gauss', 'edge' as the
+    closest family; chapter 11's medians were labelled 'gauss', 'sphere4', ... 'sphere128'.  The markdown a page
+    pastes for a table (headers and cells) holds no family code name."""
+    import nbformat
+
+    _fresh_results(stem)
+    executed = ROOT / "build" / "executed" / "ci" / f"{stem}.ipynb"
+    if not executed.exists():
+        pytest.skip(f"{executed.relative_to(ROOT)} missing")
+    source = (ROOT / "notebooks" / f"{stem}.md").read_text()
+    pasted = set(GLUED_BLOCK.findall(source))
+    bad = []
+    for cell in nbformat.read(executed, as_version=4).cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            shown = output.get("data", {}).get("application/papermill.record/text/markdown")
+            if name in pasted and isinstance(shown, str) and shown.lstrip().startswith("|"):
+                bad += [f"{name}: {m.group(0)!r}" for m in CODE_NAME.finditer(prose.CODE_SPAN.sub(" ", shown))]
+    assert bad == []
+
+
+def test_a_table_cell_keeps_a_code_span_as_code():
+    """The reproducibility page's parameters are code (`families=['gauss']`); a table cell escaped every backtick
+    and underscore, so a parameter could only be shown as text, with its family code names."""
+    from critscale.tables import to_markdown
+
+    import pandas as pd
+
+    md = to_markdown(pd.DataFrame({"parameters": ["`figure_families=['gauss']`, `n=4096`", "a_b `x|y`"]}))
+    assert "`figure_families=['gauss']`, `n=4096`" in md
+    assert r"a\_b `x\|y`" in md
+    assert 'f"`{k}={v}`"' in REPRO.read_text()  # the page's parameters column, each parameter a code span
+
+
+def test_recorded_dates_are_written_one_way():
+    """The reproducibility page's table of GPU results listed '2026-11-30 00:37 UTC' beside
+    '2026-11-30T00:56:40Z': one quantity, two formats.  Every recorded date is written as the page boxes write
+    theirs."""
+    from critscale.gpu_records import date_text
+
+    assert date_text("2026-11-30T00:56:40Z") == "2026-11-30 00:56 UTC"
+    assert date_text("2026-11-30 00:37 UTC") == "2026-11-30 00:37 UTC"
+    assert date_text("2026-11-30T01:56:40+01:00") == "2026-11-30 00:56 UTC"
+    with pytest.raises(ValueError, match="recorded date 'soon'"):
+        date_text("soon")
+    assert 'cs.gpu_records.date_text(p["date_utc"])' in REPRO.read_text()
+
+
+def test_chapter_12_provenance_box_writes_dates_as_the_book_does():
+    """Chapter 12's provenance box wrote '2026-12-01T16:26:17Z' under the page's own '2026-12-01 16:39 UTC'. Run the
+    box's own function on the committed records: every date it writes is 'YYYY-MM-DD HH:MM UTC', and each GPU
+    record's line carries its software (moved there from the notes in the prose)."""
+    source = KERNELS.read_text()
+    function = source[source.index("def data_provenance():"):source.index("\ndata_provenance()")]
+    import critscale as cs
+
+    shown = []
+    scope = {"cs": cs, "json": json, "Markdown": str, "display": shown.append, "sass_name": "kernels_sass",
+             "bench_name": "kernels_bench", "tests_name": "kernels_tests", "mc_name": "kernels_montecarlo"}
+    exec(function, scope)
+    scope["data_provenance"]()
+    box = shown[0]
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d", box), box
+    assert len(re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", box)) >= 2
+    for line in box.split("\n"):
+        if line.startswith("> GPU "):
+            assert "driver" in line and "wall time" in line, line
+
+
+def test_chapter_07_failed_cell_is_written_as_its_table_writes_it():
+    """The prose gave the failed cell's intercept as '-1.9×10⁻⁴ ± 6.3×10⁻⁵' beside the table's '-0.000191 ±
+    0.000063': one quantity, two formats.  Run the chapter's own sentence builder on that cell."""
+    import types
+
+    import critscale as cs
+
+    source = (ROOT / "notebooks" / "07_weibull_window.md").read_text()
+    function = source[source.index("def exception_text"):source.index("\n\n\nfailed =")]
+    fit = types.SimpleNamespace(intercept=-0.000191, se=0.000063, z=lambda at: (-0.000191 - at) / 0.000063)
+    scope = {"cs": cs, "ALPHA": {"sphere5": 2}, "limit_value": lambda alpha, key, c: (0.3289, 0.001)}
+    exec(function, scope)
+    text = scope["exception_text"]("sphere5", "collision", 1.0, fit)
+    assert cs.tables.interval(-0.000191, -0.000254, -0.000128) in text and "×10" not in text, text

@@ -207,15 +207,48 @@ def describe(data: dict) -> str:
             f"These numbers are GPU results read from `results/gpu/`, not recomputed by this build.")
 
 
-def show_gpu_record_note(data: dict | None, what: str) -> None:
-    """Display the note that labels a recorded GPU result on the page, or says none exists."""
+def date_text(value: str) -> str:
+    """A recorded date as the book writes dates, ``2026-11-30 00:56 UTC``, whether the record wrote
+    ``2026-11-30T00:56:40Z`` or ``2026-11-30 00:56 UTC``."""
+    from datetime import datetime, timezone
+
+    text = str(value).strip().removesuffix(" UTC").replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"recorded date {value!r}: not an ISO date and time") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def describe_in_box(data: dict) -> str:
+    """The software of a recorded result, for a page's provenance box: versions, driver and wall time."""
+    p = data["provenance"]
+    versions = ", ".join(f"{k} {v}" for k, v in p["versions"].items())
+    return f"{versions}; driver {p.get('driver', 'not recorded')}; wall time {p['wall_time_s']:.0f} s"
+
+
+def note_text(data: dict | None, what: str, provenance_in_box: bool = False) -> str:
+    """The note that labels a recorded GPU result on the page, or says none exists.
+
+    With ``provenance_in_box`` the page's provenance box states where, when and with what the result was made
+    (``describe_in_box``), and the note names only the device and points there."""
+    if data is None:
+        return (f"> **{what}: no GPU run has been recorded** in `results/gpu/`; "
+                "run `make gpu-results` on a CUDA machine to produce it.")
+    if provenance_in_box:
+        return (f"> **{what} (GPU result).** Recorded on {data['provenance']['device']}; its commit, date and software "
+                "are in the provenance box at the top. These numbers are read from `results/gpu/`, not recomputed by "
+                "this build.")
+    return f"> **{what} (GPU result).** {describe(data)}"
+
+
+def show_gpu_record_note(data: dict | None, what: str, provenance_in_box: bool = False) -> None:
+    """Display ``note_text(data, what, provenance_in_box)`` on the page."""
     from IPython.display import Markdown, display
 
-    if data is None:
-        display(Markdown(f"> **{what}: no GPU run has been recorded** in `results/gpu/`; "
-                         "run `make gpu-results` on a CUDA machine to produce it."))
-    else:
-        display(Markdown(f"> **{what} (GPU result).** {describe(data)}"))
+    display(Markdown(note_text(data, what, provenance_in_box)))
 
 
 def _work(r: dict) -> str:

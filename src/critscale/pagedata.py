@@ -120,10 +120,10 @@ def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None,
 
 
 def with_reader_names(frame: Any) -> Any:
-    """The table as the reader sees it: a ``family`` column's registry names (``gauss``) as reader names
-    (``Gaussian``, ``critscale.reader_names``); other cells, and the records stored for the tests, unchanged."""
-    if "family" not in frame.columns:
-        return frame
+    """The table as the reader sees it: registry names of families (``gauss``) as reader names (``Gaussian``,
+    ``critscale.reader_names``) in a ``family`` column and in every column whose cells are all registry names
+    (chapter 10's "closest family", chapter 11's "rows of"); other cells, and the records stored for the tests,
+    unchanged."""
     from .reader_names import reader_name
 
     def name(cell: Any) -> Any:
@@ -132,8 +132,23 @@ def with_reader_names(frame: Any) -> Any:
         except ValueError:  # not a registry name: already a reader's word
             return cell
 
+    def registry(cell: Any) -> bool:
+        try:
+            return isinstance(cell, str) and bool(reader_name(cell))
+        except ValueError:
+            return False
+
+    def all_family_names(column: Any) -> bool:
+        cells = [cell for cell in column if cell is not None and cell == cell]
+        return bool(cells) and all(registry(cell) for cell in cells)
+
+    unique = frame.columns.is_unique
+    columns = [c for c in frame.columns if c == "family" or (unique and all_family_names(frame[c]))]
+    if not columns:
+        return frame
     shown = frame.copy()
-    shown["family"] = [name(cell) for cell in frame["family"]]
+    for column in columns:
+        shown[column] = [name(cell) for cell in frame[column]]
     return shown
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 MATH = re.compile(r"\\\((.+?)\\\)")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|$#])")
+_MATH_OR_CODE = re.compile(r"\\\((.+?)\\\)|(`[^`]+`)")
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -90,11 +91,12 @@ def format_cell(value: Any, digits: int = 4, plain: bool = False) -> str:
 
 
 def _markdown_text(text: str) -> str:
-    """Markdown for one cell: ``\\(..\\)`` becomes ``$..$``, everything else escaped."""
+    """Markdown for one cell: ``\\(..\\)`` becomes ``$..$``, a code span ```x_1``` stays code (only a ``|`` in it
+    escaped, for the table), everything else escaped."""
     parts, last = [], 0
-    for match in MATH.finditer(text):
+    for match in _MATH_OR_CODE.finditer(text):
         parts.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[last:match.start()]))
-        parts.append(f"${match.group(1)}$")
+        parts.append(f"${match.group(1)}$" if match.group(1) is not None else match.group(2).replace("|", r"\|"))
         last = match.end()
     parts.append(_MARKDOWN_SPECIAL.sub(r"\\\1", text[last:]))
     return "".join(parts).replace("\n", " ")
