@@ -89,6 +89,21 @@ def test_notebook_has_one_parameters_cell_and_a_params_file_per_profile(source):
         assert not unknown, f"{path.relative_to(ROOT)} sets parameters the notebook lacks: {unknown}"
 
 
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cells_have_one_form(source):
+    """Every parameters cell opens with the profile, under one comment, then the seed with a comment saying what it
+    draws; a page without a seed draws nothing at random.  The cells had four comments for the profile (\"replaced
+    by the Makefile; keep this name\", \"set by the Makefile\", ...)."""
+    text = source.read_text()
+    cell = next(c for c in _code_cells(text) if re.match(r"\s*:tags: \[parameters\]", c))
+    lines = [line for line in cell.splitlines() if line.strip() and not line.startswith(":tags:")]
+    assert re.fullmatch(r'profile = "cpu" +# parameter profile, set by the build', lines[0]), (source.name, lines[0])
+    if len(lines) > 1 and re.match(r"seed = ", lines[1]):
+        assert re.fullmatch(r"seed = \S.* +# \S.*", lines[1]), (source.name, lines[1])
+    else:
+        assert not re.search(r"\bseed\b|default_rng|manual_seed", text), f"{source.name} draws at random without a seed"
+
+
 def test_every_notebook_is_in_the_table_of_contents():
     toc = (ROOT / "book" / "_toc.yml").read_text()
     for source in NOTEBOOKS:
