@@ -589,3 +589,18 @@ def test_pdf_text_has_no_unrendered_objects_or_broken_references():
     assert "??" not in text, "an undefined reference printed as ??"
     assert "<Figure size" not in text
     assert "def family_rows(" not in text, "folded code was printed"
+
+
+def test_record_numbers_records_a_table_of_names_and_values_in_one_call(tmp_path, monkeypatch):
+    """critscale.pagedata.record_numbers records each number as record() would, with the prose text of the keys
+    text_digits names; a text_digits key without a number is refused before anything is written."""
+    from critscale import pagedata
+
+    monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("CRITSCALE_NOTEBOOK", "page")
+    pagedata.record_numbers({"a": 2.5e-12, "b": [1, 2], "c": "words"}, text_digits={"a": 2})
+    values = pagedata.load_results("page", tmp_path)["values"]
+    assert values == {"a": 2.5e-12, "a_text": "2.5×10⁻¹²", "b": [1, 2], "c": "words"}
+    with pytest.raises(ValueError, match="text_digits names keys that are not among the numbers: z"):
+        pagedata.record_numbers({"d": 1.0}, text_digits={"z": 2})
+    assert "d" not in pagedata.load_results("page", tmp_path)["values"]
