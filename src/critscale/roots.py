@@ -296,7 +296,7 @@ def beta_at_max_weight(scores: Any, p: Any = 0.5) -> Any:
 
     Returns
     -------
-    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (module docstring).  Returns 0
+    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (:func:`_solve`).  Returns 0
     when ``p`` equals ``1/n_valid`` (to within ``1e-12`` relative).  Raises ``ValueError`` naming the
     rows where no finite ``beta >= 0`` solves the equation: ``p < 1/n_valid`` or
     ``p >= 1/multiplicity of the maximum``.
@@ -354,7 +354,7 @@ def beta_at_entropy(scores: Any, h: Any) -> Any:
 
     Returns
     -------
-    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (module docstring).  Returns 0
+    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (:func:`_solve`).  Returns 0
     when ``h`` equals ``log n_valid`` (to within ``1e-12``).  Raises ``ValueError`` naming the rows
     where no finite ``beta >= 0`` solves the equation: ``h > log n_valid`` or
     ``h <= log(multiplicity of the maximum)``.
