@@ -106,8 +106,8 @@ def test_median_rank_interval_covers_a_known_median():
         j, k = fitting.median_ranks(r, level)
         exact = 1 - 2 * stats.binom.cdf(j - 1, r, 0.5)
         assert level <= exact < level + 0.01
-        covered = np.mean([lo <= 0.5 < hi for _, lo, hi in (fitting.median_rank_interval(row, level) for row in x[:300])]
-                          + list((x[300:, j - 1] <= 0.5) & (0.5 < x[300:, k - 1])))
+        by_function = [lo <= 0.5 < hi for _, lo, hi in (fitting.median_rank_interval(row, level) for row in x[:300])]
+        covered = np.mean(by_function + list((x[300:, j - 1] <= 0.5) & (0.5 < x[300:, k - 1])))
         assert abs(covered - exact) < 4 * math.sqrt(exact * (1 - exact) / len(x)), (level, covered, exact)
     wide = (x[:, int(np.floor(r / 2 - np.sqrt(r)))] <= 0.5) & (0.5 < x[:, int(np.ceil(r / 2 + np.sqrt(r)))])
     assert abs(wide.mean() - 0.99) > 4 * math.sqrt(0.99 * 0.01 / len(x))  # the former ranks do not give 99%

@@ -199,8 +199,9 @@ def edge(c: float = 1.0, q: float = 1.0) -> Family:
     """Endpoint singularity :math:`\\bar F(-u) = e^{-c u^{-q}}` at the endpoint 0 (theory.md §4.1).
 
     Scores :math:`s = -(c/E)^{1/q}`, which have :math:`P(s > -u) = P(E > c u^{-q}) = e^{-c u^{-q}}`, so
-    :math:`u_n = (c/\\log n)^{1/q}` and :math:`\\bar\\kappa_n = n f(-u_n) = c q u_n^{-q-1} = q c^{-1/q}(\\log n)^{1+1/q}`,
-    i.e. :math:`(\\log n)^2` for the default ``c = q = 1``.
+    :math:`u_n = (c/\\log n)^{1/q}` and
+    :math:`\\bar\\kappa_n = n f(-u_n) = c q u_n^{-q-1} = q c^{-1/q}(\\log n)^{1+1/q}`, i.e. :math:`(\\log n)^2` for the
+    default ``c = q = 1``.
     """
     c = as_number(c, "edge: c", minimum=0, strict=True)
     q = as_number(q, "edge: q", minimum=0, strict=True)

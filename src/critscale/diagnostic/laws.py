@@ -31,8 +31,8 @@ N_BOOT = 400
 def min_length(K: int) -> int:
     """Shortest row on which a top-``K`` statistic is read: ``4 K``.
 
-    kappa_K = max over k >= K of :math:`\\log k/\\Delta_{(k)}` (0-based: the k-th smallest gap) only looks at gaps of rank K and
-    deeper.  In a row of n entries the rank-K score is the empirical (1 - K/n)-quantile, so for n = K
+    kappa_K = max over k >= K of :math:`\\log k/\\Delta_{(k)}` (0-based: the k-th smallest gap) only looks at gaps
+    of rank K and deeper.  In a row of n entries the rank-K score is the empirical (1 - K/n)-quantile, so for n = K
     the only candidate is the row's range, :math:`\\kappa_K = \\log K/(\\max - \\min)`: a statistic of
     the row's *lowest* entry, which rises with n for every family.  We use a top-K statistic only on rows with
 
