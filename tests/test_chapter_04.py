@@ -259,3 +259,21 @@ def test_invariance_heading_and_sentence_follow_the_verdicts(critical):
     for family in FAMILIES:  # by reader name (critscale.reader_names), never the code name
         assert (cs.reader_names.reader_name(family) in named) == (family in broken), family
         assert not re.search(rf"\b{family}\b", tail) or family in ("planted", "simplex"), family
+
+
+@pytest.mark.book
+def test_the_gaussian_example_is_prose_beside_the_verdict_of_its_pair(critical):
+    """The Gaussian example is markdown with glued numbers (it was one f-string whose verdict phrase turned the
+    table's \\(..\\) into $..$ with chr(92) replacements); the phrase is the verdict of the pair (gauss, H0 = 1) and
+    the two numbers the sentence derives are those of its drifts."""
+    page = (ROOT / "notebooks" / "04_critical_temperatures.md").read_text()
+    assert "chr(92)" not in page and "gauss_example" not in page
+    assert "{glue:md}`gauss_verdict:myst`" in page
+    pair = critical["drifts"]["H1_gauss"]
+    assert critical["gauss_verdict"] == {
+        "kappa_bar only": r"only the $\bar\kappa_n$ rule is consistent with exact",
+        "both": "both rules are consistent with exact (not separated)",
+        "Su only": "only Su's rule is consistent with exact",
+        "neither": "neither rule is consistent with exact"}[pair["verdict"]]
+    assert critical["gauss_needed_spread"] == pytest.approx(pair["needed_hi"] / pair["needed_lo"], rel=1e-12)
+    assert critical["gauss_su_ratio"] == pytest.approx(critical["su_factor"] / pair["kbar_factor"], rel=1e-12)

@@ -141,3 +141,15 @@ def test_simplex_threshold(planted, j):
     assert abs(measured - lln) < Z_SEM * se
     assert exact <= lln + 1e-9
     assert gamma_c < measured
+
+
+def test_the_recorded_numbers_are_one_table_recorded_in_one_call():
+    """The last cell of the page records its numbers as one table of names and values
+    (critscale.pagedata.record_numbers) and its tables beside it; it was 60 cs.record calls, one per number."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "08_planted_window.md").read_text()
+    cell = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text.split("## Recorded numbers", 1)[1], re.S)[0]
+    assert cell.count("cs.pagedata.record_numbers(") == 1
+    assert len(re.findall(r"\bcs\.record\(", cell)) <= 5  # the four tables and the compute time

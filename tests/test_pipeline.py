@@ -89,6 +89,21 @@ def test_notebook_has_one_parameters_cell_and_a_params_file_per_profile(source):
         assert not unknown, f"{path.relative_to(ROOT)} sets parameters the notebook lacks: {unknown}"
 
 
+@pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
+def test_parameters_cells_have_one_form(source):
+    """Every parameters cell opens with the profile, under one comment, then the seed with a comment saying what it
+    draws; a page without a seed draws nothing at random.  The cells had four comments for the profile (\"replaced
+    by the Makefile; keep this name\", \"set by the Makefile\", ...)."""
+    text = source.read_text()
+    cell = next(c for c in _code_cells(text) if re.match(r"\s*:tags: \[parameters\]", c))
+    lines = [line for line in cell.splitlines() if line.strip() and not line.startswith(":tags:")]
+    assert re.fullmatch(r'profile = "cpu" +# parameter profile, set by the build', lines[0]), (source.name, lines[0])
+    if len(lines) > 1 and re.match(r"seed = ", lines[1]):
+        assert re.fullmatch(r"seed = \S.* +# \S.*", lines[1]), (source.name, lines[1])
+    else:
+        assert not re.search(r"\bseed\b|default_rng|manual_seed", text), f"{source.name} draws at random without a seed"
+
+
 def test_every_notebook_is_in_the_table_of_contents():
     toc = (ROOT / "book" / "_toc.yml").read_text()
     for source in NOTEBOOKS:
@@ -574,3 +589,18 @@ def test_pdf_text_has_no_unrendered_objects_or_broken_references():
     assert "??" not in text, "an undefined reference printed as ??"
     assert "<Figure size" not in text
     assert "def family_rows(" not in text, "folded code was printed"
+
+
+def test_record_numbers_records_a_table_of_names_and_values_in_one_call(tmp_path, monkeypatch):
+    """critscale.pagedata.record_numbers records each number as record() would, with the prose text of the keys
+    text_digits names; a text_digits key without a number is refused before anything is written."""
+    from critscale import pagedata
+
+    monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("CRITSCALE_NOTEBOOK", "page")
+    pagedata.record_numbers({"a": 2.5e-12, "b": [1, 2], "c": "words"}, text_digits={"a": 2})
+    values = pagedata.load_results("page", tmp_path)["values"]
+    assert values == {"a": 2.5e-12, "a_text": "2.5×10⁻¹²", "b": [1, 2], "c": "words"}
+    with pytest.raises(ValueError, match="text_digits names keys that are not among the numbers: z"):
+        pagedata.record_numbers({"d": 1.0}, text_digits={"z": 2})
+    assert "d" not in pagedata.load_results("page", tmp_path)["values"]

@@ -33,3 +33,12 @@ def test_a_table_without_rows_is_a_line_saying_so():
     text = to_markdown(pd.DataFrame(columns=["family", "heads"]))
     assert "|" not in text and "No rows in this build" in text and "family, heads" in text
     assert to_markdown(pd.DataFrame({"a": [1]})).count("\n") == 3  # a table with rows is still a table
+
+
+def test_inline_math_gives_a_cells_words_to_prose():
+    """A cell's \\(..\\) math in a sentence is $..$, unescaped (chapter 04 built it with chr(92) replacements)."""
+    from critscale.tables import inline_math
+
+    assert inline_math(r"only the \(\bar\kappa_n\) rule is consistent with \(H_0\)") == \
+        r"only the $\bar\kappa_n$ rule is consistent with $H_0$"
+    assert inline_math("neither rule is consistent with exact") == "neither rule is consistent with exact"

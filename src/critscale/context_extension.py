@@ -25,12 +25,7 @@ with bootstrap intervals over windows (:func:`paired_interval`); and per layer t
 rows as the arm makes them (median p_max, entropy and c = 1 / kappa_16 of the tempered logits, so
 c = f / kappa_16 of the untempered ones; :func:`operating_points`).
 
-The pre-registered criterion (:func:`criterion`): the schedule *predicts* if, at 4L and at 8L, the paired
-95% interval of its loss beyond L minus the best arm's loss beyond L reaches 0 (its loss is not
-distinguishably above the best arm's), and *fails* otherwise; beside it the Spearman rank correlation, over
-arms, between how far an arm moves c from its value inside the trained length (:func:`c_drift`) and its loss.
-With several position treatments crossed with the arms, :func:`criteria` evaluates it for each treatment on its
-own (a law that works with one treatment only is a finding).
+The pre-registered criterion is :func:`criterion`'s (per position treatment, :func:`criteria`).
 """
 
 from __future__ import annotations
@@ -414,6 +409,13 @@ def spearman(x, y) -> float:
 
 def criterion(beyond: dict, *, seed: int, reps: int = 2000, multiples=CRITERION_MULTIPLES) -> dict:
     """The pre-registered criterion from per-window losses beyond L, ``beyond[s][arm]`` (arrays over the same windows).
+
+    The schedule *predicts* if, at 4L and at 8L, the paired
+    95% interval of its loss beyond L minus the best arm's loss beyond L reaches 0 (its loss is not
+    distinguishably above the best arm's), and *fails* otherwise; beside it the Spearman rank correlation, over
+    arms, between how far an arm moves c from its value inside the trained length (:func:`c_drift`) and its loss.
+    With several position treatments crossed with the arms, :func:`criteria` evaluates it for each treatment on its
+    own (a law that works with one treatment only is a finding).
 
     At each s of ``multiples`` the best arm is the one with the lowest mean loss; the schedule *holds* there if
     the lower end of the paired 95% interval of (schedule - best) is <= 0.  ``outcome`` is ``"predicts"`` if it

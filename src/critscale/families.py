@@ -11,47 +11,12 @@ hazard at the :math:`1/n`-quantile,
 exact :math:`\\log n / g`.  ``kappa_bar`` is exact (closed form or scipy's exact quantile and
 density); ``law`` is the leading-order law of the §4.1 table.
 
-The families (names accepted by :func:`get`):
-
-======================  ======================================================  ===========================================  =========
-name                    one row                                                 :math:`\\bar\\kappa_n` (exact)                domain
-======================  ======================================================  ===========================================  =========
-``gauss``               i.i.d. :math:`N(0,1)`                                   :math:`n\\varphi(u_n)`                        gumbel
-``ptail<p>``            :math:`E^{1/p}`, :math:`\\bar F(x)=e^{-x^p}`             :math:`p(\\log n)^{1-1/p}`                    gumbel
-                        (:math:`p<1`: the stretched tail, hazard decreasing)
-``logexp``              :math:`\\log E`, :math:`\\bar F(x)=e^{-e^x}`              :math:`\\log n`                              gumbel
-``edge``                :math:`-1/E`, :math:`\\bar F(-u)=e^{-1/u}`               :math:`(\\log n)^2`                          gumbel
-``unif``                :math:`U(0,1)`                                          :math:`n`                                    weibull
-``sphere<d>``           :math:`\\langle q,k\\rangle`, :math:`k` uniform on         :math:`n f(u_n)`, :math:`f` the density of     weibull
-                        :math:`S^{d-1}`: :math:`2B-1`,                          :math:`2B-1`
-                        :math:`B\\sim\\mathrm{Beta}(\\frac{d-1}2,\\frac{d-1}2)`
-``planted``             one score :math:`g=1` above :math:`n-1` i.i.d.           :math:`\\log n/g`                            step
-                        :math:`-wU(0,1)`, :math:`w=1`
-``simplex``             one score 1, :math:`n-1` i.i.d.                          :math:`\\log n/(1-\\rho)`                     step
-                        :math:`\\rho+\\eta U(-1,1)`, :math:`\\rho=0.5,\\eta=0.05`
-``planted_shrink``      planted with margin :math:`g_n = 1/\\log n`, :math:`w=1`  :math:`(\\log n)^2`                          step
-``pareto<a>``           Pareto, :math:`\\bar F(x)=x^{-\\alpha}`, :math:`x\\ge1`     :math:`\\alpha n^{-1/\\alpha}` (hazard)        frechet
-======================  ======================================================  ===========================================  =========
-
-(:math:`E` is Exp(1), :math:`U` uniform.)  Derivations, one line each:
-
-- ``ptail``: :math:`u_n = (\\log n)^{1/p}` and :math:`f/\\bar F = p x^{p-1}`, nondecreasing for :math:`p \\ge 1`
-  only; ``ptail0.5`` is the stretched tail of chapter 06, outside the hypothesis of Theorem 6.
-
-``hazard_nondecreasing`` records, for the Gumbel-class families, whether the hazard :math:`f/\\bar F` is
-eventually nondecreasing (:math:`-\\log\\bar F` eventually convex): the sufficient condition for the bulk bound
-under which chapter 06 states Theorem 6 (``thm-06-gumbel``) items 2 and 4.
-- ``logexp``: :math:`u_n = \\log\\log n` and :math:`f/\\bar F = e^x`.
-- ``edge(c, q)``: :math:`s = -(c/E)^{1/q}` has :math:`P(s > -u) = P(E > c u^{-q}) = e^{-c u^{-q}}`, so
-  :math:`u_n = (c/\\log n)^{1/q}` and :math:`n f(-u_n) = c q u_n^{-q-1} = q c^{-1/q}(\\log n)^{1+1/q}`:
-  :math:`(\\log n)^2` for the default :math:`c = q = 1`.
-- ``sphere``: near the endpoint :math:`\\bar F(1-u) \\sim C u^\\alpha` with :math:`\\alpha = (d-1)/2` and
-  :math:`C = 2^{-\\alpha}/(\\alpha B(\\alpha,\\alpha))`, so ``law`` is :math:`\\alpha (Cn)^{1/\\alpha}`;
-  ``kappa_bar`` uses the symmetry of the Beta law to evaluate :math:`u_n` through ``ppf(1/n)``
-  (no cancellation near the endpoint).
-- ``pareto``: the hazard scale is *not* the right critical scale for heavy tails (theory.md §4.1,
-  Fréchet row); it is what ``kappa_bar`` returns so that the ratio :math:`\\kappa/\\bar\\kappa_n`
-  can show the drift.
+The families, by the names :func:`get` accepts (each constructor's docstring gives its row, its exact
+:math:`\\bar\\kappa_n` and the derivation): ``gauss``, ``ptail<p>``, ``logexp`` and ``edge`` (Gumbel class),
+``unif`` and ``sphere<d>`` (Weibull class), ``planted``, ``simplex`` and ``planted_shrink`` (step), ``pareto<a>``
+(Fréchet class).  ``hazard_nondecreasing`` records, for the Gumbel-class families, whether the hazard
+:math:`f/\\bar F` is eventually nondecreasing (:math:`-\\log\\bar F` eventually convex): the sufficient condition
+for the bulk bound under which chapter 06 states Theorem 6 (``thm-06-gumbel``) items 2 and 4.
 
 Every sampler is vectorised over rows and takes a ``numpy.random.Generator``; the planted entry is
 column 0 (positions never matter to the statistics).  :func:`family_rows` draws the seeded rows of the
@@ -193,7 +158,11 @@ def gauss() -> Family:
 
 
 def ptail(p: float) -> Family:
-    """Scores :math:`E^{1/p}` with :math:`\\bar F(x)=e^{-x^p}`; :math:`\\bar\\kappa_n = p(\\log n)^{1-1/p}` (theory.md §4.1)."""
+    """Scores :math:`E^{1/p}` with :math:`\\bar F(x)=e^{-x^p}`; :math:`\\bar\\kappa_n = p(\\log n)^{1-1/p}` (theory.md §4.1).
+
+    :math:`u_n = (\\log n)^{1/p}` and the hazard is :math:`f/\\bar F = p x^{p-1}`, nondecreasing for :math:`p \\ge 1`
+    only; ``ptail0.5`` is the stretched tail of chapter 06, outside the hypothesis of Theorem 6.
+    """
     p = as_number(p, "ptail: p", minimum=0, strict=True)
     exponent = 1 - 1 / Fraction(p).limit_denominator(1000)
     if p == 1:
@@ -213,7 +182,8 @@ def ptail(p: float) -> Family:
 
 
 def logexp() -> Family:
-    """Scores :math:`\\log E`, :math:`\\bar F(x) = e^{-e^x}`; :math:`\\bar\\kappa_n = \\log n` (theory.md §4.1)."""
+    """Scores :math:`\\log E`, :math:`\\bar F(x) = e^{-e^x}`; :math:`\\bar\\kappa_n = \\log n` (theory.md §4.1), since
+    :math:`u_n = \\log\\log n` and the hazard is :math:`f/\\bar F = e^x`."""
     return Family(
         name="logexp", domain="gumbel", law_label=r"\log n",
         sampler=lambda rng, n, rows: np.log(rng.standard_exponential((rows, n))),
@@ -228,8 +198,10 @@ def logexp() -> Family:
 def edge(c: float = 1.0, q: float = 1.0) -> Family:
     """Endpoint singularity :math:`\\bar F(-u) = e^{-c u^{-q}}` at the endpoint 0 (theory.md §4.1).
 
-    Scores :math:`-(c/E)^{1/q}`; :math:`\\bar\\kappa_n = q c^{-1/q}(\\log n)^{1+1/q}`, i.e.
-    :math:`(\\log n)^2` for the default ``c = q = 1``.
+    Scores :math:`s = -(c/E)^{1/q}`, which have :math:`P(s > -u) = P(E > c u^{-q}) = e^{-c u^{-q}}`, so
+    :math:`u_n = (c/\\log n)^{1/q}` and
+    :math:`\\bar\\kappa_n = n f(-u_n) = c q u_n^{-q-1} = q c^{-1/q}(\\log n)^{1+1/q}`, i.e. :math:`(\\log n)^2` for the
+    default ``c = q = 1``.
     """
     c = as_number(c, "edge: c", minimum=0, strict=True)
     q = as_number(q, "edge: q", minimum=0, strict=True)
@@ -273,7 +245,9 @@ def sphere(d: int) -> Family:
 
     The score is :math:`2B - 1` with :math:`B \\sim \\mathrm{Beta}(a, a)`, :math:`a = (d-1)/2`: Weibull class
     with :math:`\\alpha = a`; :math:`\\bar\\kappa_n = n f(u_n)` exactly, :math:`\\asymp n^{2/(d-1)}`
-    (Bruno et al.'s polynomial law).
+    (Bruno et al.'s polynomial law).  Near the endpoint :math:`\\bar F(1-u) \\sim C u^a` with
+    :math:`C = 2^{-a}/(a B(a,a))`, so ``law`` is :math:`a (Cn)^{1/a}`; ``kappa_bar`` uses the symmetry of the Beta
+    law to evaluate :math:`u_n` through ``ppf(1/n)`` (no cancellation near the endpoint).
     """
     d = as_integer(d, "sphere: d", 2)
     a = (d - 1) / 2.0

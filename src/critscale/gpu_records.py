@@ -7,7 +7,8 @@ from it, and ``show_gpu_record_note`` labels the result on the page, so that no 
 mistakes a recorded GPU number for one computed by the page.  The imports of a GPU
 session (``scripts/gpu_import.py``, ``scripts/gpu_book.py import``) use the same checks.
 ``load`` returns every record in the current schema: :func:`upgrade` is the one place where a file of an
-older layout (the benchmark of schema 1) is read as such; :func:`bench_rows` gives chapter 12's rows.
+older layout (the benchmark of schema 1, the diagnosis of the previous pipeline) is read as such;
+:func:`bench_rows` gives chapter 12's rows.
 """
 
 from __future__ import annotations
@@ -286,10 +287,13 @@ def bench_rows(bench: dict) -> list[dict]:
 # ------------------------------------------------------------------ the one upgrade path
 def upgrade(name: str, data: dict) -> dict:
     """``data`` of ``results/gpu/<name>.json`` in the current schema: a benchmark written before schemas
-    (schema 1) is upgraded to :data:`BENCH_SCHEMA` (:func:`_bench_from_schema_1`); anything else is returned
-    as it is.  Every reader gets records through :func:`load`, so no page reads an old layout."""
+    (schema 1) is upgraded to :data:`BENCH_SCHEMA` (:func:`_bench_from_schema_1`), a diagnosis of the previous
+    pipeline to the layout of ``scripts/gpu_gpt2.py`` (:func:`_diagnosis_from_previous_pipeline`); anything else
+    is returned as it is.  Every reader gets records through :func:`load`, so no page reads an old layout."""
     if name.startswith("kernels_bench") and data.get("schema") is None:
         return _bench_from_schema_1(data, f"results/gpu/{name}.json")
+    if name == "gpt2_small_attention" and "models" not in data:
+        return _diagnosis_from_previous_pipeline(data, f"results/gpu/{name}.json")
     return data
 
 
@@ -372,3 +376,39 @@ def _bench_from_schema_1(data: dict, name: str) -> dict:
         raise GpuRecordError(f"{name}: not a benchmark of schema 1 either (field {err})") from None
     return {**data, "schema": BENCH_SCHEMA, "upgraded_from": 1, "setup": {**setup, **notes}, "provenance": prov,
             "records": records}
+
+
+# The per-head columns of the previous pipeline, by the names of the current one.  Its ``gamma`` was the
+# exponent of kappa (the current ``gamma_kappa``), its ``gamma16`` that of kappa_16 (the current ``gamma``).
+_HEAD_COLUMNS_PREVIOUS = {"max_weight_median": "p_max", "first_weight_mean": "first_weight",
+                          "entropy_median": "entropy", "beta_half_median": "beta_half", "c_median": "c",
+                          **{f"gamma{s}": f"gamma_kappa{s}" for s in ("", "_low", "_high")},
+                          **{f"gamma16{s}": f"gamma{s}" for s in ("", "_low", "_high")}}
+
+
+def _pipeline_note_previous(meta: dict) -> str:
+    """What the previous pipeline did that the calibrated one does not, and where the calibrated run stands."""
+    return ("It read every row of each window, so the row length grew with the query's position; it read "
+            f"$\\kappa_{{16}}$ from rows of n = {meta['n_min']} entries, where it is a statistic of the row's range; "
+            "and with fewer than eight windows its intervals resampled rows, ignoring that the rows of a window share "
+            "their keys. The calibrated run is prepared (`scripts/gpu_gpt2.py`, which also reads the step-0 model and "
+            "SmolLM2 at long contexts) and this section shows it once it is recorded.")
+
+
+def _diagnosis_from_previous_pipeline(data: dict, name: str) -> dict:
+    """A run of the previous pipeline (one trained model, no null heads) in the layout of ``scripts/gpu_gpt2.py``:
+    its heads as model ``trained`` with the current column names, no null heads, its ``diagnose`` block as the
+    model's ``meta``, its training and shape, ``pipeline`` = ``"previous"`` and the ``pipeline_note`` a page
+    states.  Its bins, entropy curves and profiles are of that pipeline's own layout and are not carried.
+    ``GpuRecordError`` when the file is not of that layout."""
+    try:
+        heads = [{_HEAD_COLUMNS_PREVIOUS.get(k, k): v for k, v in h.items()} for h in data["heads"]]
+        meta = dict(data["diagnose"])
+        model = {"heads": heads, "nulls": [], "bins": [], "entropy_curves": [], "profiles": [], "meta": meta,
+                 "training": data["training"], "train_config": data["train_config"]}
+        note = _pipeline_note_previous(meta)
+        provenance = data["provenance"]
+    except (KeyError, TypeError, AttributeError) as err:
+        raise GpuRecordError(f"{name}: not a diagnosis of the previous pipeline either (field {err})") from None
+    return {"provenance": provenance, "upgraded_from": "gpt2_small_attention", "pipeline": "previous",
+            "pipeline_note": note, "complete": True, "errors": {}, "models": {"trained": model}}

@@ -184,6 +184,20 @@ def record(key: str, value: Any, display: bool = False, digits: int = 4, text_di
     _store(key, value_plain)
 
 
+def record_numbers(numbers: dict[str, Any], text_digits: dict[str, int] | None = None) -> None:
+    """Record the numbers a page states, given as one table of names and values: :func:`record` of each item of
+    ``numbers`` in order, with ``text_digits[key]`` for the keys it names.
+
+    A key of ``text_digits`` that ``numbers`` lacks is a ``ValueError`` raised before anything is recorded.
+    """
+    text_digits = dict(text_digits or {})
+    unknown = sorted(set(text_digits) - set(numbers))
+    if unknown:
+        raise ValueError(f"record_numbers: text_digits names keys that are not among the numbers: {', '.join(unknown)}")
+    for key, value in numbers.items():
+        record(key, value, text_digits=text_digits.get(key))
+
+
 def record_figure(key: str, fig, close: bool = True) -> None:
     """Glue a matplotlib figure (SVG and a 200-dpi PNG) and save both beside the results.
 

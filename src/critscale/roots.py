@@ -15,34 +15,8 @@ multiplicity :math:`m_0`,
 So a root exists exactly when the target lies in that range (the value at :math:`\\beta = 0`
 included, giving 0; the limit at infinity excluded); otherwise ``ValueError`` names the rows.
 
-Method: all rows at once, safeguarded Newton iteration in :math:`u = \\log\\beta`, stopped by a
-tolerance on :math:`\\beta` itself: a row is done when its bracket, or its last Newton step, is below
-``BETA_RTOL`` relative to :math:`\\beta` (or 4 ulp of :math:`u` where that is coarser); a small residual in
-:math:`p` or :math:`H` alone does not stop it, since near a tie :math:`p_{\\max}` can be flat to 1e-14
-over a factor of 5 in :math:`\\beta`.  The last Newton step is applied to :math:`\\beta` itself
-(:math:`\\beta e^{\\delta u}`), so the answer keeps full precision where :math:`u` cannot resolve it.
-Each row starts from an exact bracket built from its smallest positive gap :math:`\\delta` and its
-range :math:`R`:
-:math:`m_0 + (n-m_0)e^{-\\beta R} \\le Z(\\beta) \\le m_0 + (n-m_0)e^{-\\beta\\delta}` and
-:math:`\\log m_0 \\le H(\\beta) \\le \\log m_0 + (1 + 2/e)(n-m_0)e^{-\\beta\\delta/2}`.
-A Newton step that leaves the current bracket is replaced by bisection (in log beta), and after
-50 iterations only bisection is used, so every row converges.  Rows longer than 3072 are first solved
-to 1e-8 on a compressed copy (their 1024 smallest positive gaps, and 1024 quantile groups of the rest
-counted with their sizes); that root is only the starting point of the exact iteration.
-
-Accuracy.  The equations are evaluated without cancellation.  With :math:`x_i = \\beta\\Delta_i`, the
-:math:`j` positive gaps with :math:`x_i \\le 1` (*near*) enter as :math:`1 + \\operatorname{expm1}(-x_i)` and
-the ones are taken out exactly: for :math:`p_{\\max} = 1/Z_0` the function is
-:math:`\\sum_{\\rm near}\\operatorname{expm1}(-x_i) + \\sum_{\\rm far}e^{-x_i} - (Z_0 - m_0 - j)`.  For the
-entropy, with :math:`M = m_0 + j` and :math:`\\rho = Z/M - 1`,
-:math:`H - \\log M = [\\log(1+\\rho) - \\rho/(1+\\rho)] + (F + A)/Z`, where :math:`F` is the far weight and
-:math:`A = \\sum_{\\rm near}[e^{-x} - 1 + x + x(e^{-x} - 1)] + \\sum_{\\rm far}x e^{-x}`; every bracket is a
-second-order quantity computed by its own series, and :math:`\\log M` carries its rounding error (from
-Python's ``decimal``).  A near-tie then keeps full relative precision: the row ``[1, 1 - 1e-15, 0, -1]``
-at ``p = 1/2`` solves to :math:`\\beta \\approx 31.10`, the 40-digit answer, and both roots agree with
-such references to about 1e-15 also for entropy targets on a plateau :math:`\\log M` and for gaps from
-1e-300 to 1e300 (``tests/test_roots.py``).  Terms are computed from :math:`x_i` (never
-:math:`\\Delta_i^2` or :math:`\\beta^2`), so such gaps raise no floating-point warnings.
+All rows are solved at once by a safeguarded Newton iteration in :math:`u = \\log\\beta` (:func:`_solve`), on
+equations evaluated without cancellation (:func:`_exp_sums`), to ``BETA_RTOL`` relative to :math:`\\beta`.
 """
 
 from __future__ import annotations
@@ -145,6 +119,20 @@ def _exp_sums(positive: np.ndarray, beta: np.ndarray, multiplicity: np.ndarray |
     ``positive`` comes from :func:`_positive_sorted` (or is a column subset of it, each column standing
     for ``multiplicity[c]`` entries: the coarse stage of :func:`_solve`).  Whole rows are processed in
     blocks of bounded size.
+
+    Accuracy.  The equations are evaluated without cancellation.  With :math:`x_i = \\beta\\Delta_i`, the
+    :math:`j` positive gaps with :math:`x_i \\le 1` (*near*) enter as :math:`1 + \\operatorname{expm1}(-x_i)` and
+    the ones are taken out exactly: for :math:`p_{\\max} = 1/Z_0` the function is
+    :math:`\\sum_{\\rm near}\\operatorname{expm1}(-x_i) + \\sum_{\\rm far}e^{-x_i} - (Z_0 - m_0 - j)`.  For the
+    entropy, with :math:`M = m_0 + j` and :math:`\\rho = Z/M - 1`,
+    :math:`H - \\log M = [\\log(1+\\rho) - \\rho/(1+\\rho)] + (F + A)/Z`, where :math:`F` is the far weight and
+    :math:`A = \\sum_{\\rm near}[e^{-x} - 1 + x + x(e^{-x} - 1)] + \\sum_{\\rm far}x e^{-x}`; every bracket is a
+    second-order quantity computed by its own series, and :math:`\\log M` carries its rounding error (from
+    Python's ``decimal``).  A near-tie then keeps full relative precision: the row ``[1, 1 - 1e-15, 0, -1]``
+    at ``p = 1/2`` solves to :math:`\\beta \\approx 31.10`, the 40-digit answer, and both roots agree with
+    such references to about 1e-15 also for entropy targets on a plateau :math:`\\log M` and for gaps from
+    1e-300 to 1e300 (``tests/test_roots.py``).  Terms are computed from :math:`x_i` (never
+    :math:`\\Delta_i^2` or :math:`\\beta^2`), so such gaps raise no floating-point warnings.
     """
     rows, n = positive.shape
     out = [np.zeros(rows) for _ in range(6)]
@@ -268,6 +256,21 @@ def _solve(lo: np.ndarray, hi: np.ndarray, positive: np.ndarray,
     ``make(positive, multiplicity)`` builds the row function for sorted positive gaps (a column subset
     with multiplicities in the coarse stage).  The coarse root (to 1e-8) only chooses the starting point;
     the answer is the root of the exact equation, to ``BETA_RTOL``.
+
+    Method: all rows at once, safeguarded Newton iteration in :math:`u = \\log\\beta`, stopped by a
+    tolerance on :math:`\\beta` itself: a row is done when its bracket, or its last Newton step, is below
+    ``BETA_RTOL`` relative to :math:`\\beta` (or 4 ulp of :math:`u` where that is coarser); a small residual in
+    :math:`p` or :math:`H` alone does not stop it, since near a tie :math:`p_{\\max}` can be flat to 1e-14
+    over a factor of 5 in :math:`\\beta`.  The last Newton step is applied to :math:`\\beta` itself
+    (:math:`\\beta e^{\\delta u}`), so the answer keeps full precision where :math:`u` cannot resolve it.
+    Each row starts from an exact bracket built from its smallest positive gap :math:`\\delta` and its
+    range :math:`R`:
+    :math:`m_0 + (n-m_0)e^{-\\beta R} \\le Z(\\beta) \\le m_0 + (n-m_0)e^{-\\beta\\delta}` and
+    :math:`\\log m_0 \\le H(\\beta) \\le \\log m_0 + (1 + 2/e)(n-m_0)e^{-\\beta\\delta/2}`.
+    A Newton step that leaves the current bracket is replaced by bisection (in log beta), and after
+    50 iterations only bisection is used, so every row converges.  Rows longer than 3072 are first solved
+    to 1e-8 on a compressed copy (their 1024 smallest positive gaps, and 1024 quantile groups of the rest
+    counted with their sizes); that root is only the starting point of the exact iteration.
     """
     coarse = _coarse_columns(positive.shape[-1])
     start = None
@@ -293,7 +296,7 @@ def beta_at_max_weight(scores: Any, p: Any = 0.5) -> Any:
 
     Returns
     -------
-    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (module docstring).  Returns 0
+    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (:func:`_solve`).  Returns 0
     when ``p`` equals ``1/n_valid`` (to within ``1e-12`` relative).  Raises ``ValueError`` naming the
     rows where no finite ``beta >= 0`` solves the equation: ``p < 1/n_valid`` or
     ``p >= 1/multiplicity of the maximum``.
@@ -351,7 +354,7 @@ def beta_at_entropy(scores: Any, h: Any) -> Any:
 
     Returns
     -------
-    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (module docstring).  Returns 0
+    ``(...)`` float64 betas, solved to ``BETA_RTOL`` relative in beta (:func:`_solve`).  Returns 0
     when ``h`` equals ``log n_valid`` (to within ``1e-12``).  Raises ``ValueError`` naming the rows
     where no finite ``beta >= 0`` solves the equation: ``h > log n_valid`` or
     ``h <= log(multiplicity of the maximum)``.

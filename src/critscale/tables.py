@@ -90,6 +90,11 @@ def format_cell(value: Any, digits: int = 4, plain: bool = False) -> str:
     return str(value)
 
 
+def inline_math(text: str) -> str:
+    """The words of a table cell for a sentence of prose: each ``\\(..\\)`` becomes ``$..$``, nothing is escaped."""
+    return MATH.sub(lambda m: f"${m.group(1)}$", text)
+
+
 def _markdown_text(text: str) -> str:
     """Markdown for one cell: ``\\(..\\)`` becomes ``$..$``, a code span ```x_1``` stays code (only a ``|`` in it
     escaped, for the table), everything else escaped."""

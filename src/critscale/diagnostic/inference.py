@@ -1,32 +1,9 @@
 """The decisions read from a head beside its nulls: does it differ from the Gaussian null, which rule does it want.
 
-**Beyond the null.**  A head's law shares and gamma are compared with their sampling distribution for
-a head without structure, measured: :data:`NULL_REPLICATES` independent Gaussian q/k heads
-(:func:`.nulls.replicate_source`) of the input's own number of windows W, read over the input's own
-design by the same code.  Their R W windows are pooled and the statistics are read, by the same
-estimators as a head's, on :data:`SUBSETS` random sets of W of them (drawn without replacement), so
-that their spread is that of a W-window statistic, with every source of its error (few windows, rows
-of one window sharing their keys, levels of the prefix design sharing their keys), and their mean
-carries the null's own finite-W bias; pooling estimates the spread more precisely than R separate
-replicates would.  For each of the :data:`TESTED` statistics the head's value ``x`` is set against
-the subsets' mean ``m`` and standard deviation ``s`` by the prediction test
-
-.. math::  t = (x - m) / (s \\sqrt{1 + 1/R}),
-
-two-sided, against Student's t with ``R - 1`` degrees of freedom (exact for a normal statistic whose
-mean and spread come from R independent draws; the pooled spread only makes it more so).  The four
-comparisons of a head share the level :data:`FLAG_LEVEL` (Bonferroni: each is made at
-``FLAG_LEVEL / 4``), so a head whose statistics are drawn like the null's is flagged with
-probability at most :data:`FLAG_LEVEL`.  The replicates are drawn once per diagnosis and carry the
-null's error into ``m`` and ``s`` (not one draw read once and taken as exact).
-tests/test_diagnostic_calibration.py measures the rate on i.i.d. Gaussian heads of both designs.
-
-**The rule.**  A head of a law with rule nulls (:data:`.nulls.RULE_NULLS`) is *consistent* with a
-rule when its gamma and the gamma of that rule's null differ by at most :data:`RULE_Z` standard
-errors of the difference (each standard error from the width of its 95% window-bootstrap
-interval); the head's rule is the one rule it is consistent with, ``undecided`` when its interval
-cannot tell the references apart (two or more consistent) or matches none, and ``undefined`` when
-the head has no gamma interval or its law has no rule nulls (``power``, a degenerate head).
+A head is *beyond the null* when a law share or gamma differs from its sampling distribution for a head
+without structure, measured on Gaussian null replicates read over the head's own design and windows
+(:func:`null_test`, at most :data:`FLAG_LEVEL` false flags); its *rule* is the one rescaling rule whose null's
+gamma it cannot be told from (:func:`rule_decision`).
 """
 
 from __future__ import annotations
@@ -85,6 +62,27 @@ def null_test(head: pd.Series, distribution: pd.DataFrame, *, intervals: bool) -
     Bonferroni-adjusted p-value, the smallest over its comparisons times their number) and the t of each.
 
     Without intervals (fewer than :data:`.laws.MIN_WINDOWS` windows) no head is flagged and ``null_p`` is NaN.
+
+    A head's law shares and gamma are compared with their sampling distribution for
+    a head without structure, measured: :data:`NULL_REPLICATES` independent Gaussian q/k heads
+    (:func:`.nulls.replicate_source`) of the input's own number of windows W, read over the input's own
+    design by the same code.  Their R W windows are pooled and the statistics are read, by the same
+    estimators as a head's, on :data:`SUBSETS` random sets of W of them (drawn without replacement), so
+    that their spread is that of a W-window statistic, with every source of its error (few windows, rows
+    of one window sharing their keys, levels of the prefix design sharing their keys), and their mean
+    carries the null's own finite-W bias; pooling estimates the spread more precisely than R separate
+    replicates would.  For each of the :data:`TESTED` statistics the head's value ``x`` is set against
+    the subsets' mean ``m`` and standard deviation ``s`` by the prediction test
+
+    .. math::  t = (x - m) / (s \\sqrt{1 + 1/R}),
+
+    two-sided, against Student's t with ``R - 1`` degrees of freedom (exact for a normal statistic whose
+    mean and spread come from R independent draws; the pooled spread only makes it more so).  The four
+    comparisons of a head share the level :data:`FLAG_LEVEL` (Bonferroni: each is made at
+    ``FLAG_LEVEL / 4``), so a head whose statistics are drawn like the null's is flagged with
+    probability at most :data:`FLAG_LEVEL`.  The replicates are drawn once per diagnosis and carry the
+    null's error into ``m`` and ``s`` (not one draw read once and taken as exact).
+    tests/test_diagnostic_calibration.py measures the rate on i.i.d. Gaussian heads of both designs.
     """
     out, beyond, p_values = {}, [], []
     for name in TESTED:
@@ -108,7 +106,14 @@ def _se(low: float, high: float) -> float:
 
 
 def rule_decision(head: pd.Series, references: pd.DataFrame) -> dict:
-    """The head's ``best_rule`` (module docstring), the rules it is consistent with, and the nearest rule.
+    """The head's ``best_rule``, the rules it is consistent with, and the nearest rule.
+
+    A head of a law with rule nulls (:data:`.nulls.RULE_NULLS`) is *consistent* with a
+    rule when its gamma and the gamma of that rule's null differ by at most :data:`RULE_Z` standard
+    errors of the difference (each standard error from the width of its 95% window-bootstrap
+    interval); the head's rule is the one rule it is consistent with, ``undecided`` when its interval
+    cannot tell the references apart (two or more consistent) or matches none, and ``undefined`` when
+    the head has no gamma interval or its law has no rule nulls (``power``, a degenerate head).
 
     ``references`` are the null heads (``unit`` as index, ``gamma``, ``gamma_low``, ``gamma_high``).
     ``nearest_rule`` is the rule whose null's gamma is nearest the head's, decided or not.

@@ -1,50 +1,13 @@
 """Stage 4's readings of a head's rows: the law of log N(t), the exponent gamma, the law shares.
 
-**Where a top-K statistic describes the top of the row.**  kappa_K = max over k >= K of
-:math:`\\log k/\\Delta_{(k)}` (0-based: the k-th smallest gap) only looks at gaps of rank K and
-deeper.  In a row of n entries the rank-K score is the empirical (1 - K/n)-quantile, so for n = K
-the only candidate is the row's range, :math:`\\kappa_K = \\log K/(\\max - \\min)`: a statistic of
-the row's *lowest* entry, which rises with n for every family (the issue that prompted this
-module).  We use a top-K statistic only on rows with
-
-.. math::  n \\ge 4K \\quad(:func:`min_length`),
-
-where the rank-K score lies in the row's upper quartile, so the candidate :math:`k = K` uses the top
-quarter of the row alone and the range is one candidate among :math:`n - K + 1`.  Measured on
-i.i.d. rows (tests/test_diagnostic_laws.py): the median of :math:`(\\log K/R)/\\kappa_K` is 1 at n = K
-and at most 0.35 at n = 4K for the Gaussian, log-exponential, uniform and sphere (d = 9) families,
-whose :math:`\\log N(t)/t` falls with t.  Exponential rows (flat :math:`\\log N(t)/t`) and planted rows
-(a scale set by the whole row) stay near their range value by construction, not by a finite-n effect.
-Residual finite-n bias is left to the nulls: every slope is compared with the slope the same code
-measures on null heads over the same bins (:mod:`.nulls`), never with an asymptotic exponent.
-kappa_16 is therefore fitted on n >= 64, and the law on n >= 128 (K = :data:`SHAPE_K`).
-
-**Law of log N(t).**  For a row take its K = :data:`SHAPE_K` smallest gaps
-:math:`0 = \\Delta_{(1)} \\le \\dots \\le \\Delta_{(K)}` and the scale-free profile
-:math:`r_k = \\Delta_{(k)}/\\Delta_{(K)}`.  With :math:`y_k = \\log k` for k = 2..K:
-
-* **step** (planted / sink) when :math:`r_2 \\ge 1/2`: N stays at 1 over at least half of the range
-  that takes it to K, then jumps (one token planted above the rest, Theorem 8);
-* else **linear** (Gumbel-like) when the least-squares line :math:`y = a + b\\,r` leaves a smaller
-  residual than :math:`y = a + \\alpha\\log r` (exponential accumulation, Theorem 6);
-* else **power** (Weibull, :math:`N(t) \\approx (t/\\tau)^\\alpha`, Theorem 7).
-
-A head's law is that of its median profile (over its rows with n >= 4K); its *law shares* are the
-fractions of its rows with each label.  One row's label is noisy: i.i.d. Gaussian rows read
-"power" in about a quarter of the rows, so shares mean something only beside the null's shares.
-Weibull rows with alpha >= 4 (sphere, d >= 9) read linear (the Weibull class tends to the Gumbel
-class as alpha grows); the endpoint family ``edge`` (Gumbel class) can read power at these n.
-
-**Exponent gamma** of :math:`\\kappa \\propto (\\log n)^{\\gamma}`: per level of the design
-(:mod:`.design`) the log of the median statistic is regressed on the level's median
-:math:`\\log\\log n` (medians, since kappa has a Cauchy-like right tail, theory.md §7.3).  The 95%
-interval is a percentile bootstrap over *windows* (the rows of one window share their keys and are
-correlated); there is no fallback to resampling rows: with fewer than :data:`MIN_WINDOWS` windows
-the interval is not given (NaN).
-The resampling weights are drawn over every window the head's rows come from (also a window none of
-whose rows enters the fit), from a stream fixed by the seed alone: heads read on the same windows with
-the same seed resample the same windows in replicate b, so a statistic of several heads (the median
-gamma of a layer, :mod:`.schedule`) is bootstrapped by taking it per replicate (:attr:`GammaFit.boot`).
+A top-K statistic (kappa_K) is read only on rows of at least 4K entries (:func:`min_length`, which says why), so
+kappa_16 is fitted on n >= 64 and the law on n >= 128 (K = :data:`SHAPE_K`); residual finite-n bias is left to
+the nulls, whose slopes the same code measures over the same bins (:mod:`.nulls`).
+A row's law of log N(t) is read from the scale-free profile of its K smallest gaps: step, linear or power
+(:func:`classify_profiles`); a head's law is that of its median profile and its law shares the fractions of
+its rows with each label (:func:`law_shares`).
+The exponent gamma of kappa ∝ (log n)^gamma is the slope of the log median statistic on log log n over the
+design's levels, with a 95% interval from a bootstrap over windows (:func:`fit_gamma`).
 """
 
 from __future__ import annotations
@@ -66,7 +29,25 @@ N_BOOT = 400
 
 
 def min_length(K: int) -> int:
-    """Shortest row on which a top-``K`` statistic is read: ``4 K`` (module docstring)."""
+    """Shortest row on which a top-``K`` statistic is read: ``4 K``.
+
+    kappa_K = max over k >= K of :math:`\\log k/\\Delta_{(k)}` (0-based: the k-th smallest gap) only looks at gaps
+    of rank K and deeper.  In a row of n entries the rank-K score is the empirical (1 - K/n)-quantile, so for n = K
+    the only candidate is the row's range, :math:`\\kappa_K = \\log K/(\\max - \\min)`: a statistic of
+    the row's *lowest* entry, which rises with n for every family.  We use a top-K statistic only on rows with
+
+    .. math::  n \\ge 4K,
+
+    where the rank-K score lies in the row's upper quartile, so the candidate :math:`k = K` uses the top
+    quarter of the row alone and the range is one candidate among :math:`n - K + 1`.  Measured on
+    i.i.d. rows (tests/test_diagnostic_laws.py): the median of :math:`(\\log K/R)/\\kappa_K` is 1 at n = K
+    and at most 0.35 at n = 4K for the Gaussian, log-exponential, uniform and sphere (d = 9) families,
+    whose :math:`\\log N(t)/t` falls with t.  Exponential rows (flat :math:`\\log N(t)/t`) and planted rows
+    (a scale set by the whole row) stay near their range value by construction, not by a finite-n effect.
+    Residual finite-n bias is left to the nulls: every slope is compared with the slope the same code
+    measures on null heads over the same bins (:mod:`.nulls`), never with an asymptotic exponent.
+    kappa_16 is therefore fitted on n >= 64, and the law on n >= 128 (K = :data:`SHAPE_K`).
+    """
     return 4 * int(K)
 
 
@@ -96,7 +77,23 @@ def profile_of_gaps(top_gaps: np.ndarray) -> np.ndarray:
 
 
 def classify_profiles(profiles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Label each ``(rows, K)`` profile ``linear``/``power``/``step`` by the rule above.
+    """Label each ``(rows, K)`` profile ``linear``/``power``/``step``.
+
+    For a row take its K = :data:`SHAPE_K` smallest gaps
+    :math:`0 = \\Delta_{(1)} \\le \\dots \\le \\Delta_{(K)}` and the scale-free profile
+    :math:`r_k = \\Delta_{(k)}/\\Delta_{(K)}`.  With :math:`y_k = \\log k` for k = 2..K:
+
+    * **step** (planted / sink) when :math:`r_2 \\ge 1/2`: N stays at 1 over at least half of the range
+      that takes it to K, then jumps (one token planted above the rest, Theorem 8);
+    * else **linear** (Gumbel-like) when the least-squares line :math:`y = a + b\\,r` leaves a smaller
+      residual than :math:`y = a + \\alpha\\log r` (exponential accumulation, Theorem 6);
+    * else **power** (Weibull, :math:`N(t) \\approx (t/\\tau)^\\alpha`, Theorem 7).
+
+    A head's law is that of its median profile (over its rows with n >= 4K); its *law shares* are the
+    fractions of its rows with each label.  One row's label is noisy: i.i.d. Gaussian rows read
+    "power" in about a quarter of the rows, so shares mean something only beside the null's shares.
+    Weibull rows with alpha >= 4 (sphere, d >= 9) read linear (the Weibull class tends to the Gumbel
+    class as alpha grows); the endpoint family ``edge`` (Gumbel class) can read power at these n.
 
     Returns ``(labels, sse_linear, sse_power)``; NaN profiles get the label ``"undefined"``.
     """
@@ -170,7 +167,17 @@ def _weighted_medians(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 
 def fit_gamma(levels, n, values, windows, *, min_n: int = 0, n_boot: int = N_BOOT, seed: int = 0,
               min_windows: int = MIN_WINDOWS) -> GammaFit:
-    """Fit gamma in ``values ∝ (log n)^gamma`` over the design's ``levels`` (module docstring).
+    """Fit gamma in ``values ∝ (log n)^gamma`` over the design's ``levels``.
+
+    Per level of the design (:mod:`.design`) the log of the median statistic is regressed on the level's median
+    :math:`\\log\\log n` (medians, since kappa has a Cauchy-like right tail, theory.md §7.3).  The 95%
+    interval is a percentile bootstrap over *windows* (the rows of one window share their keys and are
+    correlated); there is no fallback to resampling rows: with fewer than :data:`MIN_WINDOWS` windows
+    the interval is not given (NaN).
+    The resampling weights are drawn over every window the head's rows come from (also a window none of
+    whose rows enters the fit), from a stream fixed by the seed alone: heads read on the same windows with
+    the same seed resample the same windows in replicate b, so a statistic of several heads (the median
+    gamma of a layer, :mod:`.schedule`) is bootstrapped by taking it per replicate (:attr:`GammaFit.boot`).
 
     Rows with non-finite or non-positive values (a tied maximum has kappa = inf) or ``n < min_n`` are
     dropped; a level enters with at least :data:`MIN_BIN_ROWS` rows.  With fewer than 3 levels the

@@ -23,23 +23,10 @@ null            kind    construction (and what is known about it)               
 ``planted_shrink`` rows planted with margin 1/log n, kappa_bar = (log n)^2                       step
 ==============  ======  =====================================================================  ===========
 
-The row nulls are the reference families of the ladder (:mod:`critscale.families`); each row has the
-length the design gives it (its ``n - m + 1 .. n`` entries at level n).  The q/k nulls go through the
-same q/k stage as the model (:class:`.windows.ArraySource`) with the input's head dimension, and
-their logits are scaled to the input's median row spread, so that their operating point (p_max,
-entropy, beta_1/2 at beta = 1) is that of a head with the same logit spread and no structure.
-The row nulls calibrate the scale-free readings (law, law shares, gamma, rule); their operating
-point is in the family's own units.
-
-**Rules.**  A rescaling rule beta_rule(n) keeps the operating point c = beta/kappa flat for a head
-whose kappa grows like beta_rule(n).  The reference exponent of each rule is therefore the slope
-that the same code measures on a null of the head's law whose exact scale kappa_bar_n is that rule
-up to a constant (:data:`RULE_NULLS`), not the rule's asymptotic exponent: at these n the
-statistic's own finite-n behaviour (theory.md §5.1) moves every slope, and differently for a Gumbel
-row (``logexp``) and a planted row (``planted``) with the same kappa_bar_n = log n.  Heads read as
-``power`` (Weibull) have kappa growing like a power of n, which no rule (all powers of log n) matches.
-YaRN is 1 inside its training context and the entropy-invariant rule is SSMax's log n up to a
-constant, so they tie with ``none`` and ``ssmax``.
+The row nulls are the reference families of the ladder (:mod:`critscale.families`), each row of the length the
+design gives it; they calibrate the scale-free readings (law, law shares, gamma, rule), their operating point
+in the family's own units.  The q/k nulls go through the model's q/k stage (:func:`qk_source`).
+The reference slope of each rescaling rule is that of a null whose exact scale is the rule (:data:`RULE_NULLS`).
 """
 
 from __future__ import annotations
@@ -89,6 +76,14 @@ NULLS = {
 }
 DEFAULT_NULLS = tuple(NULLS)
 
+# A rescaling rule beta_rule(n) keeps the operating point c = beta/kappa flat for a head whose kappa grows like
+# beta_rule(n).  The reference exponent of each rule is therefore the slope that the same code measures on a null of
+# the head's law whose exact scale kappa_bar_n is that rule up to a constant (:data:`RULE_NULLS`), not the rule's
+# asymptotic exponent: at these n the statistic's own finite-n behaviour (theory.md §5.1) moves every slope, and
+# differently for a Gumbel row (``logexp``) and a planted row (``planted``) with the same kappa_bar_n = log n.
+# Heads read as ``power`` (Weibull) have kappa growing like a power of n, which no rule (all powers of log n)
+# matches. YaRN is 1 inside its training context and the entropy-invariant rule is SSMax's log n up to a constant,
+# so they tie with ``none`` and ``ssmax``.
 RULES = ("none", "sqrt_2_log_n", "ssmax", "log_n_squared")
 RULE_NULLS = {"linear": {"none": "ptail1", "sqrt_2_log_n": "ptail2", "ssmax": "logexp", "log_n_squared": "edge"},
               "step": {"ssmax": "planted", "log_n_squared": "planted_shrink"},
@@ -191,7 +186,12 @@ def replicate_source(design: Design, windows: int, count: int, head_dim: int, sp
 
 def qk_source(name: str, design: Design, windows: int, head_dim: int, spread: float,
               rng: np.random.Generator) -> ArraySource:
-    """The q/k null ``name`` as an :class:`.windows.ArraySource` of one layer and one head."""
+    """The q/k null ``name`` as an :class:`.windows.ArraySource` of one layer and one head.
+
+    It goes through the same q/k stage as the model with the input's head dimension, and its logits are scaled
+    to the input's median row ``spread`` (:func:`gauss_scale`), so that its operating point (p_max, entropy,
+    beta_1/2 at beta = 1) is that of a head with the same logit spread and no structure.
+    """
     T, d = design.window_length, int(head_dim)
     q = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)  # (1, 1, W, T, d_h)
     k = rng.standard_normal((1, 1, windows, T, d)).astype(np.float32)

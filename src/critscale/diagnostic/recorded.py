@@ -1,11 +1,12 @@
 """Recorded GPU runs of the diagnostic, read back for a page.
 
-Two files: ``results/gpu/gpt2_small_diagnostic.json``, written by ``scripts/gpu_gpt2.py`` with this
-pipeline (per model: the tables of a :class:`.pipeline.Diagnosis`, its training and timings), and
-``results/gpu/gpt2_small_attention.json``, the run recorded before the calibrated pipeline existed
-(no null heads).  :func:`recorded_diagnoses` and :func:`legacy_diagnosis` rebuild diagnoses that
-:mod:`.compare` draws; :func:`recorded_text` and :func:`legacy_text` say in plain numbers what each
-run holds and, for the old one, what it lacks.
+A record is in the layout ``scripts/gpu_gpt2.py`` writes (``results/gpu/gpt2_small_diagnostic.json``: per
+model, the tables of a :class:`.pipeline.Diagnosis`, its training and timings), as
+:func:`critscale.gpu_records.load` returns every file; ``results/gpu/gpt2_small_attention.json``, written by the
+previous pipeline, reaches this module upgraded to it, with one trained model and no null heads.
+:func:`recorded_diagnoses` rebuilds the diagnoses that :mod:`.compare` draws; :func:`recorded_table` and
+:func:`recorded_text` say in a table and in plain numbers what the run holds and, for a run without null heads,
+what it lacks.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .compare import summary_line
+from .compare import null_table, summary_line
 from .pipeline import Diagnosis
 
 
@@ -29,42 +30,53 @@ def _restore(value):
 
 
 def from_record(entry: dict) -> Diagnosis:
-    """A :class:`.pipeline.Diagnosis` from one model's entry of ``gpt2_small_diagnostic.json``."""
+    """A :class:`.pipeline.Diagnosis` from one model's entry of a record (its ``text_loss``, where recorded, in
+    its ``meta``)."""
     frames = {key: pd.DataFrame(_restore(entry[key])) for key in ("heads", "nulls", "bins", "entropy_curves",
                                                                    "profiles")}
+    meta = dict(entry["meta"], text_loss=entry["text_loss"]) if "text_loss" in entry else dict(entry["meta"])
     return Diagnosis(frames["heads"], frames["nulls"], frames["bins"], frames["entropy_curves"], frames["profiles"],
-                     meta=_restore(dict(entry["meta"], text_loss=entry["text_loss"])))
+                     meta=_restore(meta))
 
 
 RECORDED_LABELS = {"smollm2": "SmolLM2 135M", "trained": "GPT-2-small trained", "step0": "GPT-2-small step 0"}
+PREVIOUS = " (previous pipeline)"  # after the label of each model of a run of the previous pipeline
+
+
+def has_nulls(data: dict) -> bool:
+    """Whether the record holds null heads for each of its models (a run of the previous pipeline holds none)."""
+    return all(len(entry["nulls"]) > 0 for entry in data["models"].values())
 
 
 def recorded_diagnoses(data: dict) -> dict[str, Diagnosis]:
-    """The diagnoses of a recorded GPU run (``gpt2_small_diagnostic.json``), labelled for a page."""
-    models = data["models"]
-    return {RECORDED_LABELS[key]: from_record(models[key]) for key in RECORDED_LABELS if key in models}
-
-
-LEGACY_COLUMNS = {"max_weight_median": "p_max", "first_weight_mean": "first_weight", "entropy_median": "entropy",
-                  "beta_half_median": "beta_half", "c_median": "c",
-                  **{f"gamma{s}": f"gamma_kappa{s}" for s in ("", "_low", "_high")},  # its gamma was kappa's
-                  **{f"gamma16{s}": f"gamma{s}" for s in ("", "_low", "_high")}}
-
-
-def legacy_diagnosis(data: dict) -> Diagnosis:
-    """The per-head table of a run recorded before the calibrated pipeline (``gpt2_small_attention.json``,
-    no null heads), with its columns renamed to this pipeline's, for :func:`compare_figure`."""
-    heads = pd.DataFrame(_restore(data["heads"])).rename(columns=LEGACY_COLUMNS)
-    return Diagnosis(heads, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(),
-                     meta=_restore(dict(data["diagnose"])))
+    """The diagnoses of a recorded GPU run, labelled for a page."""
+    models, after = data["models"], PREVIOUS if data.get("pipeline") == "previous" else ""
+    return {RECORDED_LABELS[key] + after: from_record(models[key]) for key in RECORDED_LABELS if key in models}
 
 
 def _shape(config: dict) -> str:
     return f"{config['n_layer']} layers, {config['n_head']} heads, width {config['n_embd']}, context {config['n_positions']}"
 
 
-def recorded_text(data: dict) -> str:
-    """What the calibrated run recorded, in plain numbers: provenance, training, the timed diagnosis, each model."""
+def recorded_table(data: dict) -> pd.DataFrame:
+    """One line per model of a recorded run: :func:`.compare.null_table`, or, for a run without null heads, its
+    counts (:func:`_table_without_nulls`)."""
+    if not has_nulls(data):
+        return _table_without_nulls(data)
+    return null_table([summary_line(label, diag) for label, diag in recorded_diagnoses(data).items()])
+
+
+def recorded_text(data: dict, gauss_linear_share: float | None = None) -> str:
+    """What a recorded run holds, in plain numbers: provenance, training, the timed diagnosis, each model.
+
+    A run without null heads is said by :func:`_text_without_nulls`, which needs ``gauss_linear_share``, the share
+    of rows a Gaussian null reads as linear on the page that shows it; a ``ValueError`` says so when it is missing.
+    """
+    if not has_nulls(data):
+        if gauss_linear_share is None:
+            raise ValueError("recorded_text: a run without null heads is stated beside the Gaussian null's share of "
+                             "linear rows (gauss_linear_share), which was not given")
+        return _text_without_nulls(data, gauss_linear_share)
     p, models = data["provenance"], data["models"]
     lines = [summary_line(label, diag) for label, diag in recorded_diagnoses(data).items()]
     text = (f"The run of `scripts/gpu_gpt2.py` recorded at commit `{p['commit']}` on an {p['device']} "
@@ -91,35 +103,33 @@ def recorded_text(data: dict) -> str:
     return text
 
 
-def legacy_text(data: dict, gauss_linear_share: float) -> str:
-    """What the run of the previous pipeline recorded, and why none of it reads as an effect.
-
-    ``gauss_linear_share`` is the share of rows a Gaussian null reads as linear on the page that shows it.
-    """
-    p, meta, training, heads = data["provenance"], data["diagnose"], data["training"], data["heads"]
+def _text_without_nulls(data: dict, gauss_linear_share: float) -> str:
+    """What a run without null heads (one trained model, the previous pipeline) recorded, and why none of it reads
+    as an effect: the record's ``pipeline_note`` says what that pipeline did."""
+    p, entry = data["provenance"], data["models"]["trained"]
+    meta, training, heads = entry["meta"], entry["training"], pd.DataFrame(entry["heads"])
+    laws = heads["law"].value_counts()
     return (
         f"The GPU result recorded so far comes from the diagnostic's previous pipeline (commit `{p['commit']}`, "
-        f"{p['device']}, {p['date_utc']}): a GPT-2-small-shaped model ({_shape(data['train_config'])}) trained for "
+        f"{p['device']}, {p['date_utc']}): a GPT-2-small-shaped model ({_shape(entry['train_config'])}) trained for "
         f"{training['steps']} steps in {training['train_seconds']:.0f} s to {training['heldout_bits_per_byte']:.3f} "
         f"bits per byte on held-out text, then read on {meta['windows']} windows of {meta['window_length']} tokens. "
-        f"It reads {data['law_counts']['linear']} of its {len(heads)} heads as linear, {data['law_counts']['step']} "
-        f"as step and {sum(h['sink'] for h in heads)} as sink heads, with median $\\gamma$ of $\\kappa_{{16}}$ "
-        f"{np.median([h['gamma16'] for h in heads]):.2f}. "
+        f"It reads {laws.get('linear', 0)} of its {len(heads)} heads as linear, {laws.get('step', 0)} "
+        f"as step and {heads['sink'].sum()} as sink heads, with median $\\gamma$ of $\\kappa_{{16}}$ "
+        f"{np.median(heads['gamma']):.2f}. "
         "None of these numbers can be read as an effect. That pipeline recorded no null heads, and a majority of "
         "linear heads says nothing by itself: on this page the rows of the Gaussian null read linear in "
-        f"{gauss_linear_share:.0%} of cases. It read every row of each window, so the row length grew with the "
-        f"query's position; it read $\\kappa_{{16}}$ from rows of n = {meta['n_min']} entries, where it is a "
-        "statistic of the row's range; and with fewer than eight windows its intervals resampled rows, ignoring "
-        "that the rows of a window share their keys. The calibrated run is prepared (`scripts/gpu_gpt2.py`, which "
-        "also reads the step-0 model and SmolLM2 at long contexts) and this section shows it once it is recorded.")
+        f"{gauss_linear_share:.0%} of cases. " + data["pipeline_note"])
 
 
-def legacy_table(data: dict) -> pd.DataFrame:
-    """One line for the run of the previous pipeline, in the words of :func:`.compare.null_table`."""
-    counts, heads = data["law_counts"], data["heads"]
+def _table_without_nulls(data: dict) -> pd.DataFrame:
+    """One line for a run without null heads, in the words of :func:`.compare.null_table`."""
+    entry = data["models"]["trained"]
+    heads = pd.DataFrame(entry["heads"])
+    laws = heads["law"].value_counts()
     return pd.DataFrame([{
-        "model": "GPT-2-small trained (previous pipeline)", "heads": len(heads), "windows": data["diagnose"]["windows"],
-        "linear / power / step heads": f"{counts['linear']} / {counts['power']} / {counts['step']}",
-        "sink heads": sum(h["sink"] for h in heads),
-        "\\(\\gamma\\) of \\(\\kappa_{16}\\) (median)": round(float(np.median([h["gamma16"] for h in heads])), 2),
+        "model": RECORDED_LABELS["trained"] + PREVIOUS, "heads": len(heads), "windows": entry["meta"]["windows"],
+        "linear / power / step heads": f"{laws.get('linear', 0)} / {laws.get('power', 0)} / {laws.get('step', 0)}",
+        "sink heads": int(heads["sink"].sum()),
+        "\\(\\gamma\\) of \\(\\kappa_{16}\\) (median)": round(float(np.median(heads["gamma"])), 2),
         "null heads": "none recorded"}])

@@ -1,9 +1,7 @@
 """The verdict of a diagnosis and the schedule it implies: how each layer's beta must grow beyond the length read.
 
-**What is measured.**  A head's accumulation scale at context length n is read as the median over its rows
-at level n of kappa_16 (:mod:`.laws`; the statistic whose slope is the diagnostic's ``gamma``), and
-``gamma`` is the slope of its log on log log n over the design's levels, so over the lengths read
-kappa_n is proportional to (log n)^gamma.
+**What is measured.**  A head's scale kappa_n is the median over its rows at level n of kappa_16 (:mod:`.laws`),
+and over the lengths read kappa_n is proportional to (log n)^gamma, gamma the slope of its log on log log n.
 Its operating point is c = beta / kappa_n.
 Keeping c at its value at the longest length read, T (:attr:`Schedule.read_length`), at a length n > T needs
 
@@ -12,27 +10,7 @@ Keeping c at its value at the longest length read, T (:attr:`Schedule.read_lengt
 the factor by which the layer's logits must be multiplied at length n (1 for n <= T).
 This is our reconstruction of the rule a head needs, and beyond T it is an extrapolation: it assumes that
 the power of log n fitted on the lengths read goes on holding at lengths never read.
-
-**Per layer.**  The layer's gamma is the median of its heads' gammas; heads without one (degenerate, or
-too few levels) are left out and counted (``heads_excluded``).  Its 95% interval is a percentile bootstrap
-over windows, paired across heads: every head's bootstrap is drawn from one fixed stream
-(:data:`.pipeline.HEAD_SEED`) over the same windows, so replicate b resamples the same windows for every
-head (:attr:`.laws.GammaFit.boot`, kept per head in :attr:`.pipeline.Diagnosis.gamma_replicates`); the
-median over the layer's heads is taken per replicate, then its percentiles.  The growth factors at
-2T, 4T and 8T and their intervals are the factor at the gamma and at the ends of its interval (the factor
-is increasing in gamma).
-
-**The rule.**  Each head's rule is :func:`.inference.rule_decision`'s ``best_rule`` (constant beta, code
-label ``none/yarn``; sqrt(2 log n); s log n; (log n)^2; or undecided; heads whose rule is undefined are left
-out and counted, ``rule_undefined``).  A layer's rule shares are taken over its *decided* heads, those whose
-own rule is one of the four (``rule_heads``; undecided heads back no rule and are counted apart,
-``rule_undecided``): the share of the decided heads with each rule, each with an exact (Clopper-Pearson)
-95% binomial interval, the decided heads taken as the draws.  The plurality rule is the layer's rule only
-when the lower end of its interval lies above the upper end of every other rule's, else the layer's rule is
-``undecided``.  ``rule_share`` and its interval are the plurality's (named in ``plurality``), decided or not.
-The model's verdict (:attr:`Schedule.model`) is the same over all heads: its rule and share, the median
-gamma of all heads with the paired bootstrap, and the growth factors at that gamma (the median of the
-heads' growth factors, the factor being increasing in gamma).
+The verdict per layer and for the model is :func:`layer_schedule`'s.
 
 **Applying it.**  :meth:`Schedule.factor` is the factor of :func:`critscale.models.temperature.tempered`::
 
@@ -171,7 +149,29 @@ def _unit_verdict(heads, replicates, read_length: int) -> dict:
 
 
 def layer_schedule(diag) -> "Schedule":
-    """The verdict per layer and for the model, and the schedule, of a :class:`.pipeline.Diagnosis` (module docstring)."""
+    """The verdict per layer and for the model, and the schedule, of a :class:`.pipeline.Diagnosis`.
+
+    **Per layer.**  The layer's gamma is the median of its heads' gammas; heads without one (degenerate, or
+    too few levels) are left out and counted (``heads_excluded``).  Its 95% interval is a percentile bootstrap
+    over windows, paired across heads: every head's bootstrap is drawn from one fixed stream
+    (:data:`.pipeline.HEAD_SEED`) over the same windows, so replicate b resamples the same windows for every
+    head (:attr:`.laws.GammaFit.boot`, kept per head in :attr:`.pipeline.Diagnosis.gamma_replicates`); the
+    median over the layer's heads is taken per replicate, then its percentiles.  The growth factors at
+    2T, 4T and 8T and their intervals are the factor at the gamma and at the ends of its interval (the factor
+    is increasing in gamma).
+
+    **The rule.**  Each head's rule is :func:`.inference.rule_decision`'s ``best_rule`` (constant beta, code
+    label ``none/yarn``; sqrt(2 log n); s log n; (log n)^2; or undecided; heads whose rule is undefined are left
+    out and counted, ``rule_undefined``).  A layer's rule shares are taken over its *decided* heads, those whose
+    own rule is one of the four (``rule_heads``; undecided heads back no rule and are counted apart,
+    ``rule_undecided``): the share of the decided heads with each rule, each with an exact (Clopper-Pearson)
+    95% binomial interval, the decided heads taken as the draws.  The plurality rule is the layer's rule only
+    when the lower end of its interval lies above the upper end of every other rule's, else the layer's rule is
+    ``undecided``.  ``rule_share`` and its interval are the plurality's (named in ``plurality``), decided or not.
+    The model's verdict (:attr:`Schedule.model`) is the same over all heads: its rule and share, the median
+    gamma of all heads with the paired bootstrap, and the growth factors at that gamma (the median of the
+    heads' growth factors, the factor being increasing in gamma).
+    """
     heads = getattr(diag, "heads", None)
     meta = getattr(diag, "meta", None) or {}
     if heads is None or "window_length" not in meta:

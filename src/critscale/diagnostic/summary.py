@@ -18,17 +18,8 @@
 * **gamma**: slopes of kappa_16 (the primary ``gamma``, rows with n >= 64), of kappa (``gamma_kappa``)
   and of beta_1/2 (``gamma_half``) on log log n, with window-bootstrap intervals.
 
-:func:`audit` then puts each head beside the nulls (:mod:`.nulls`) and decides (:mod:`.inference`):
-the drift of each rule is the head's gamma minus the gamma of the null of the head's law whose exact
-scale is that rule (:data:`.nulls.RULE_NULLS`); ``rules_consistent`` lists the rules whose null the
-head's gamma cannot be told from, ``best_rule`` is the one such rule (``undecided`` when there are
-none or several, ``undefined`` for a law without rule nulls, such as ``power``) and ``nearest_rule``
-the rule of smallest |drift|.  The Gaussian q/k null's law shares and gamma stand beside the head's
-(``null_rows_*``, ``null_gamma*``); each head's law shares and gamma are tested against independent
-Gaussian null replicates read over the head's own design and windows: ``beyond_null`` names those
-that differ (``+`` above, ``-`` below), ``null_p`` is the head's Bonferroni-adjusted p-value and
-``gamma_z`` the t of its gamma.  A head without structure is flagged with probability at most 5%
-(measured in tests/test_diagnostic_calibration.py).
+:func:`audit` then puts each head beside the nulls (:mod:`.nulls`) and decides (:mod:`.inference`): its rule,
+and whether its law shares and gamma stand beyond the Gaussian null.
 """
 
 from __future__ import annotations
@@ -175,6 +166,18 @@ def _mark_degenerate(record: dict) -> None:
 def audit(heads: pd.DataFrame, nulls: pd.DataFrame, replicates: pd.DataFrame | None = None, *,
           intervals: bool = True, replicate_count: int = inference.NULL_REPLICATES) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Add the rule decision and the null comparisons to ``heads`` and ``nulls`` (returns new frames).
+
+    Each head is put beside the nulls (:mod:`.nulls`) and decides (:mod:`.inference`):
+    the drift of each rule is the head's gamma minus the gamma of the null of the head's law whose exact
+    scale is that rule (:data:`.nulls.RULE_NULLS`); ``rules_consistent`` lists the rules whose null the
+    head's gamma cannot be told from, ``best_rule`` is the one such rule (``undecided`` when there are
+    none or several, ``undefined`` for a law without rule nulls, such as ``power``) and ``nearest_rule``
+    the rule of smallest |drift|.  The Gaussian q/k null's law shares and gamma stand beside the head's
+    (``null_rows_*``, ``null_gamma*``); each head's law shares and gamma are tested against independent
+    Gaussian null replicates read over the head's own design and windows: ``beyond_null`` names those
+    that differ (``+`` above, ``-`` below), ``null_p`` is the head's Bonferroni-adjusted p-value and
+    ``gamma_z`` the t of its gamma.  A head without structure is flagged with probability at most 5%
+    (measured in tests/test_diagnostic_calibration.py).
 
     ``replicates`` are the statistics of subsets of the pooled windows of ``replicate_count`` Gaussian null
     replicates (:mod:`.inference`); without them (or without ``intervals``) no head is tested against

@@ -14,6 +14,7 @@ The q/k capture reads any architecture whose attention goes through transformers
 :class:`Family` holds the size checks of :mod:`.model_size` (the fields that size a model, their
 consistency and the parameter count): GPT-2 (:mod:`.gpt2_family`) and the Llama family
 (:mod:`.llama_family`) name their own fields; any other architecture uses :class:`GenericFamily`.
+:mod:`.registry` gives a configuration its :class:`Family`.
 """
 
 from __future__ import annotations
@@ -143,13 +144,6 @@ class GenericFamily(Family):
                  f"{s.n_heads} heads of {s.head_dim})", s.n_layers * block)]
 
 
-def _families() -> tuple[Family, ...]:
-    from .gpt2_family import GPT2Family
-    from .llama_family import LlamaFamily
-
-    return GPT2Family(), LlamaFamily()
-
-
 def check_config_type(model_type, source: str = "the model") -> None:
     """Refuse a ``model_type`` that is missing, unknown to transformers, or not routed through the interface."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -159,18 +153,3 @@ def check_config_type(model_type, source: str = "the model") -> None:
     if model_type not in CONFIG_MAPPING_NAMES:
         raise UnsupportedModelError(f"{source} is a {model_type!r} model, which this transformers does not know")
     check_routed(model_type, source)
-
-
-def family_named(model_type, source: str = "the model") -> Family:
-    """The size checks of ``model_type``; :class:`UnsupportedModelError` for one the capture cannot read."""
-    check_config_type(model_type, source)
-    for family in _families():
-        if model_type in family.model_types:
-            return family
-    return GenericFamily()
-
-
-def family_of(config, source: str = "the model") -> Family:
-    """The size checks for a transformers ``config``, after :func:`check_config`."""
-    check_config(config, source)
-    return family_named(getattr(config, "model_type", None), source)

@@ -33,7 +33,7 @@ from ..cache import models_cache
 from ..extras import require
 from .checkpoint import check_finite, check_loading_info
 from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError, one_line
-from .families import family_of
+from .registry import family_of
 from .gguf_header import Header, read_header
 from .gguf_packages import GGUF_PACKAGES, package_file, package_of  # noqa: F401  (GGUF_PACKAGES: re-exported)
 from .gguf_reading import fast_gguf_reading

@@ -34,9 +34,10 @@ from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, ch
                          safetensors_files)
 from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
                      one_line)
-from .families import Shape, context_limit, family_named, family_of, shape_of
+from .families import Shape, context_limit, shape_of
 from .gguf_cache import dequantised_directory, gguf_file_of, package_of
 from .model_size import check_config_sizes, memory_limit
+from .registry import family_named, family_of
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
