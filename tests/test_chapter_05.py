@@ -310,7 +310,7 @@ def test_summary_box_names_every_planted_family_the_quantile_row_misses(ladder):
     page = (Path(__file__).resolve().parents[1] / "notebooks" / "05_ladder.md").read_text()
     lines = page.splitlines()
     claim = lines[lines.index("Claim") + 1]  # the box's claim, the definition line under "Claim"
-    assert claim.startswith(": For each i.i.d. family"), claim
+    assert claim.startswith(": For each family of independent, identically distributed scores"), claim
     assert claim.endswith("{glue:md}`step_claim:myst`.")
     text = ladder["step_claim_text"]
     rejected = [f for f in STEP if not F(ladder, f)["lo"] <= F(ladder, f)["qrow_slope"] <= F(ladder, f)["hi"]]
