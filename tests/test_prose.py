@@ -660,8 +660,10 @@ def test_no_bound_is_a_rounded_observed_extreme(path):
     """'each within 1.1 standard errors' pasted the largest |z| rounded to the nearest tenth, so a largest |z| of
     1.108 read 'within 1.1', false as written (chapter 07; likewise its '|z| >= 6.9' for 6.87 and 'no |z| exceeds 1.3'
     for 1.34, chapter 08's 'within 1.2' for 1.22, chapter 09's 'within 2.1' for 2.14 and chapter 11's 'at most 0.076'
-    for 0.0765 in the cpu book).  An observed extreme is stated as what it is ('the largest |z| is 1.1'); a bound
-    word before a rounded paste is kept for declared thresholds only."""
+    for 0.0765 in the cpu book; chapter 01's 'at most 0.12 times the rounding model' for 0.121, chapter 04's 'at
+    least 0.43' for 0.427 and chapter 05's 'moves by at most a factor 1.12' for 1.125 in the ci book).  An observed
+    extreme is stated as what it is ('the largest |z| is 1.1'), a range of two as 'from X to Y'; a bound word before
+    a rounded paste is kept for declared thresholds only."""
     assert _rounded_bounds(path.read_text()) == []
 
 
