@@ -150,7 +150,7 @@ def test_takeaway_quotes_each_models_factor_and_the_decided_layers(diag):
     assert f"of the 4 layers read" in text
     assert "no verdict" in compare.takeaway([])
     unread = compare.takeaway([("Model A", v), ("Model C", {**v, "growth": math.nan, "windows": 2})])
-    assert "No factor for Model C (read on 2 windows, fewer than the 8 a gamma needs)" in unread
+    assert "No factor for Model C (read on 2 windows, fewer than the 8 a $\\gamma$ needs)" in unread
     assert compare.takeaway([("Model C", {**v, "growth": math.nan, "windows": 2})]).startswith("No factor can be read")
     assert "layers read" not in unread.split("No factor for")[1]
     unread_sentence = compare.verdict_sentence("Model C", {**v, "growth": math.nan, "windows": 2})
@@ -167,6 +167,18 @@ def test_attention_kind_names_sliding_layers():
     assert compare.attention_kind(config, True) == ("causal; 5 of 6 layers see only the last 5 keys (sliding window), "
                                                     "the others every key")
     assert compare.attention_kind(LlamaConfig(num_hidden_layers=2), True) == "causal, every layer full"
+
+
+def test_sentences_print_numbers_in_one_format(diag):
+    """Three significant digits keep their trailing zeros (the operating sentence printed '1.7 times' beside '1.34',
+    the beyond sentence '0.3 (null 0.0084)'), and a missing gamma is said, not printed as 'nan'."""
+    line = compare.summary_line("M", diag)
+    line.update(beta_half=1.7, first_weight=0.3, first_weight_null=0.0084)
+    assert "at 1.70 times the model's own" in compare.operating_sentence(line)
+    assert "first key 0.30 (null 0.0084)" in compare.beyond_sentence(line, 8)
+    missing = compare.beyond_sentence({**line, "gamma": math.nan}, 8)
+    assert "nan" not in missing and "no $\\gamma$ (it needs 8 windows)" in missing
+    assert [compare.sig(x) for x in (1.7, 255.0, 0.00958, 1e-5)] == ["1.70", "255", "0.00958", "1×10⁻⁵"]
 
 
 def test_rule_sentence_counts_the_table_or_says_it_was_not_measured():

@@ -259,12 +259,23 @@ def entropy_figure(diags: dict[str, Diagnosis]):
     return fig
 
 
+def sig(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits as prose writes it: trailing zeros kept (0.30, 1.70), fixed notation
+    from 10⁻³ to 10⁴, else 2.9×10⁻¹² (:func:`critscale.tables.format_number`)."""
+    from critscale.tables import format_number
+
+    value = float(value)
+    if not np.isfinite(value) or value == 0 or not 1e-3 <= abs(value) < 1e4:
+        return format_number(value, digits, plain=True)
+    return f"{value:.{max(digits - 1 - int(np.floor(np.log10(abs(value)))), 0)}f}"
+
+
 def operating_sentence(line: dict) -> str:
     """The operating point of one model beside its Gaussian null, as a sentence of plain numbers (MyST math)."""
-    return (f"{line['model']}: median $p_{{\\max}}$ {line['p_max']:.3g}, {line['p_max'] / line['p_max_null']:.3g} "
-            f"times its Gaussian null's ({line['p_max_null']:.3g}); entropy {line['entropy']:.2f} nats against the "
+    return (f"{line['model']}: median $p_{{\\max}}$ {sig(line['p_max'])}, {sig(line['p_max'] / line['p_max_null'])} "
+            f"times its Gaussian null's ({sig(line['p_max_null'])}); entropy {line['entropy']:.2f} nats against the "
             f"null's {line['entropy_null']:.2f} ($\\log n$ = {line['log_n']:.2f}); $p_{{\\max}}$ reaches 1/2 at "
-            f"{line['beta_half']:.3g} times the model's own $\\beta$ (null: {line['beta_half_null']:.3g}); under "
+            f"{sig(line['beta_half'])} times the model's own $\\beta$ (null: {sig(line['beta_half_null'])}); under "
             f"$c = 1/\\beta_{{1/2}}$, {line['subcritical_half']} subcritical, {line['crossover_half']} crossover and "
             f"{line['supercritical_half']} supercritical heads.")
 
@@ -273,9 +284,10 @@ def beyond_sentence(line: dict, min_windows: int) -> str:
     """What one model shows beyond its Gaussian null, as a sentence of plain numbers (MyST math)."""
     text = (f"{line['model']}: {line['beyond']} of {line['heads']} heads beyond the null ({line['beyond_shares']} by "
             f"their law shares, {line['beyond_gamma']} by $\\gamma$); {line['sink_heads']} sink heads; median weight "
-            f"on the first key {line['first_weight']:.2g} (null {line['first_weight_null']:.2g}); median $\\gamma$ "
-            f"{line['gamma']:.2f} against the null's {line['gamma_null']:.2f} [{line['gamma_null_low']:.2f}, "
-            f"{line['gamma_null_high']:.2f}].")
+            f"on the first key {sig(line['first_weight'], 2)} (null {sig(line['first_weight_null'], 2)}); "
+            + (f"median $\\gamma$ {line['gamma']:.2f} against" if np.isfinite(line["gamma"]) else
+               f"no $\\gamma$ (it needs {min_windows} windows), beside")
+            + f" the null's {line['gamma_null']:.2f} [{line['gamma_null_low']:.2f}, {line['gamma_null_high']:.2f}].")
     if not line["intervals"]:
         text += (f" With {line['windows']} windows, fewer than {min_windows}, no interval is given, so no head "
                  "can be flagged.")
@@ -442,7 +454,7 @@ def _heads_text(v: dict) -> str:
 def _no_factor(model: str, v: dict) -> str:
     """Why a model gets no factor: read only up to its sliding window, or on too few windows for a γ."""
     if v.get("window") is None or v["windows"] < v["min_windows"]:
-        return f"{model} (read on {v['windows']} windows, fewer than the {v['min_windows']} a gamma needs)"
+        return f"{model} (read on {v['windows']} windows, fewer than the {v['min_windows']} a $\\gamma$ needs)"
     return (f"{model} (read only up to its {v['window']}-token sliding window, and the diagnostic gives no "
             "factor beyond the lengths it reads)")
 
