@@ -481,9 +481,9 @@ MATH = re.compile(r"\$\$.*?\$\$|\$[^$]*\$")
 SENTENCE_START = re.compile(r"^\s*(?:[A-Z0-9$({\"*]|\\\()")
 
 
-def _prose_of(path, keep_inline_code=True):
+def _prose_of(path, keep_inline_code=True, raw_roles=False):
     """(line number, reader text without math) of a chapter, outside the sections that show code and the figure
-    directives' keys."""
+    directives' keys; with ``raw_roles`` the source line itself (its glue roles kept)."""
     text = path.read_text()
     raw, section, where = text.split("\n"), None, {}
     for number, line in enumerate(raw, 1):
@@ -492,7 +492,7 @@ def _prose_of(path, keep_inline_code=True):
     for number, line in prose.reader_lines(text, keep_inline_code=keep_inline_code):
         if where[number] in CODE_SECTIONS or raw[number - 1].lstrip().startswith("```{glue:figure}"):
             continue
-        yield number, MATH.sub(" ", line)
+        yield number, raw[number - 1] if raw_roles else MATH.sub(" ", line)
 
 
 def test_the_code_word_pattern_sees_code_names_and_spares_prose():
@@ -567,7 +567,7 @@ def test_chapters_13_and_14_glued_sentences_are_reader_text(path):
     """A string a chapter pastes carries no raw LaTeX that markdown would print as '(\\beta)' (chapter 13's verdict
     sentence printed 'rule constant (\\beta)'), no e-notation, no code name and no file path."""
     values = _fresh_results(path.stem)
-    keys = sorted(set(GLUED.findall(path.read_text())))
+    keys = sorted({key for _, line in _prose_of(path, raw_roles=True) for key in GLUED.findall(line)})
     strings = [(key, values[key]) for key in keys if isinstance(values.get(key), str)]
     strings += [("a cell's sentences", text) for text in _markdown_outputs(path)]
     bad = [f"{key}: {m.group(0)!r}" for key, text in strings
