@@ -77,7 +77,7 @@ def test_sentences_print_rule_names_as_text_not_latex(diag):
     for text in (compare.verdict_sentence("M", v), compare.verdict_sentence("M", compare.verdict_numbers(diag)),
                  compare.takeaway([("M", v)])):
         assert "\\(" not in text and "\\beta" not in text and "\\sqrt" not in text, text
-    assert "rule constant β;" in compare.verdict_sentence("M", v)
+    assert "has the rule constant β:" in compare.verdict_sentence("M", v)
     real = compare.verdict_numbers(diag)
     assert real["rule"] in compare.RULE_TEXT.values() and real["null_rule"] in compare.RULE_TEXT.values()
     assert compare.RULE_TEXT["sqrt_2_log_n"] == "√(2 log n)"
@@ -97,7 +97,7 @@ def test_a_model_read_up_to_its_sliding_window_gets_no_factor_beyond_it(diag):
     assert text.count(f"{v['growth']:.3f}") == 1 and "of Model B" not in text
     assert compare.takeaway([("Model B", w)]).startswith(f"No factor can be read in this build: Model B (read only up")
     sentence = compare.verdict_sentence("Model B", w)
-    assert f"no factor beyond {T} tokens" in sentence and "multiplied" not in sentence
+    assert f"no factor beyond {T} tokens" in sentence and "multiplied" not in sentence and "\\gamma$ is" in sentence
     columns = compare.verdict_table(diag, window=2 * T).columns
     assert compare.GROWTH_COLUMN.format(k=2) in columns and compare.GROWTH_COLUMN.format(k=4) not in columns
     assert not [c for c in compare.verdict_table(diag, window=T).columns if "at " in c]

@@ -574,3 +574,16 @@ def test_chapters_13_and_14_glued_sentences_are_reader_text(path):
            for pattern in (re.compile(r"\\\(|\\\)"), E_NUMBER, CODE_WORD)
            for m in pattern.finditer(MATH.sub(" ", prose.CODE_SPAN.sub(" ", text)))]
     assert strings and bad == []
+
+
+def test_chapter_13_gpu_note_is_short_paragraphs_without_paths():
+    """The note on the previous pipeline's GPU run was one paragraph of seven sentences ending on
+    '(`scripts/gpu_gpt2.py`, ...)'; it is two paragraphs of reader text, the commit left to the provenance note."""
+    from critscale.diagnostic.recorded import legacy_text
+
+    data = json.loads((ROOT / "results" / "gpu" / "gpt2_small_attention.json").read_text())
+    text = legacy_text(data, 0.7)
+    paragraphs = text.split("\n\n")
+    assert len(paragraphs) >= 2
+    assert all(len(re.findall(r"[.!?](?:\s|$)", p)) <= 5 for p in paragraphs), paragraphs
+    assert not CODE_WORD.search(MATH.sub(" ", text)) and "`" not in text and data["provenance"]["commit"] not in text

@@ -446,8 +446,8 @@ def _heads_text(v: dict) -> str:
     """How the model's heads split for the rule; the counts add up to its heads."""
     parts = [f"{v['decided']} are decided for a rule", f"{v['undecided']} undecided"]
     if v.get("rule_undefined", 0):
-        parts.append(f"{v['rule_undefined']} without a rule reading, their law matched by no rule null or their "
-                     "$\\gamma$ without an interval")
+        parts.append(f"{v['rule_undefined']} without a rule reading (a law no rule null matches, or a $\\gamma$ "
+                     "without an interval)")
     return f"of its {v['heads']} heads, " + ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
@@ -460,29 +460,29 @@ def _no_factor(model: str, v: dict) -> str:
 
 
 def verdict_sentence(model: str, v: dict) -> str:
-    """One model's verdict (:func:`verdict_numbers`) beside its Gaussian null's, as a sentence of plain numbers
-    (rule names in unicode, no LaTeX: the sentence is glued as text)."""
+    """One model's verdict (:func:`verdict_numbers`) beside its Gaussian null's, in three sentences of plain numbers
+    (rule names in unicode, no LaTeX: the sentences are glued as text)."""
     if not np.isfinite(v["growth"]) and (v.get("window") is None or not np.isfinite(v["gamma"])):
         return (f"{model}, read at {v['read_length']} tokens on {v['windows']} windows: no $\\gamma$, rule or factor "
                 f"(a $\\gamma$ needs {v['min_windows']} windows); its Gaussian null's $\\gamma$ is "
                 f"{v['null_gamma']:.2f}.")
-    share = _interval(v["share"], v["share_low"], v["share_high"])
-    backing = (f"; the most frequent rule, {v['plurality']}, is read by a share {share} of the decided heads"
-               if v["decided"] else "")
-    rules = ", ".join(f"{n} for {rule}" for rule, n in v.get("layer_rules", {}).items())
-    layers = (f"{v['layers_decided']} of its {v['layers']} layers are decided for a rule"
-              + (f" ({rules})" if rules else ""))
-    head = (f"{model}, read at {v['read_length']} tokens: rule {v['rule']}; {_heads_text(v)}{backing}; median "
-            f"$\\gamma$ {_interval(v['gamma'], v['gamma_low'], v['gamma_high'])}, its Gaussian null's "
-            f"{v['null_gamma']:.2f}; {layers}")
+    rule = {"undecided": "is undecided for a rule", "undefined": "has no rule reading"}.get(v["rule"],
+                                                                                          f"has the rule {v['rule']}")
+    backing = (f", and the most frequent rule, {v['plurality']}, is read by a share "
+               f"{_interval(v['share'], v['share_low'], v['share_high'])} of the decided heads" if v["decided"] else "")
+    rules = ", ".join(f"{n} for {name}" for name, n in v.get("layer_rules", {}).items())
+    first = f"{model}, read at {v['read_length']} tokens, {rule}: {_heads_text(v)}{backing}."
+    second = (f" Its median $\\gamma$ is {_interval(v['gamma'], v['gamma_low'], v['gamma_high'])}, its Gaussian "
+              f"null's {v['null_gamma']:.2f}; {v['layers_decided']} of its {v['layers']} layers are decided for a "
+              f"rule{f' ({rules})' if rules else ''}.")
     if v.get("window") is not None:
-        return (head + f"; no factor beyond {v['window']} tokens, its sliding window, up to which alone its rows "
-                "are read.")
+        return (first + second + f" It gets no factor beyond {v['window']} tokens: its rows are read only up to its "
+                f"{v['window']}-token sliding window.")
     above = _count(v["layers_above_null"], "layer needs", "layers need")
-    return (head + f"; at {v['target_length']} tokens ({v['multiple']} times) its logits would need to be multiplied "
-            f"by {_growth_text(v)} to keep the operating point if the fitted power of log n goes on holding, against "
-            f"{_growth_text(v, 'null_')} for the null, and {above} more growth than the null (the lower end of the "
-            "interval above the upper end of the null's).")
+    return (first + second + f" At {v['target_length']} tokens ({v['multiple']} times) its logits would need to be "
+            f"multiplied by {_growth_text(v)} to keep the operating point if the fitted power of log n goes on "
+            f"holding, against {_growth_text(v, 'null_')} for the null; {above} more growth than the null (the lower "
+            "end of the interval above the upper end of the null's).")
 
 
 def _rules_text(verdicts: list[tuple[str, dict]]) -> str:
