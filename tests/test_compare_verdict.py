@@ -179,6 +179,9 @@ def test_sentences_print_numbers_in_one_format(diag):
     missing = compare.beyond_sentence({**line, "gamma": math.nan}, 8)
     assert "nan" not in missing and "no $\\gamma$ (it needs 8 windows)" in missing
     assert [compare.sig(x) for x in (1.7, 255.0, 0.00958, 1e-5)] == ["1.70", "255", "0.00958", "1×10⁻⁵"]
+    table = compare.null_table([line]).iloc[0]  # the table prints the same quantity as the sentence
+    assert table["weight on the first key (null)"] == "0.30 (0.0084)"
+    assert compare.operating_table([line]).iloc[0]["\\(\\beta_{1/2}\\) (null)"].startswith("1.70 (")
 
 
 def test_rule_sentence_counts_the_table_or_says_it_was_not_measured():

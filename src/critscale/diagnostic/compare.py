@@ -108,7 +108,8 @@ def model_facts(name: str, loaded, diag: Diagnosis, training: str) -> dict:
 
 
 def _pair(value: float, null: float, digits: int = 3) -> str:
-    return f"{value:.{digits}g} ({null:.{digits}g})"
+    """``value (null)`` to ``digits`` significant digits, as the sentences print them (:func:`sig`)."""
+    return f"{sig(value, digits)} ({sig(null, digits)})"
 
 
 def _regimes(line: dict, label: str) -> str:
