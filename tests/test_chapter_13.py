@@ -5,6 +5,7 @@ Skipped when the book has not been built (the ``ci_results`` fixture of conftest
 
 import json
 import math
+import re
 
 import pytest
 
@@ -175,9 +176,17 @@ def test_verdict_factors_follow_from_the_glued_gamma(page):
         rows = page[f"{key}_verdict_table"]["records"]
         assert [r["layer"] for r in rows] == [str(i) for i in range(layers)] + ["all", "Gaussian null"]
         assert page[f"{key}_verdict_layers"] == layers
+        window = page["second_sliding_window"] if key == "second" else None  # Gemma 3 is read up to its window
+        shown = [int(m.group(1)) for c in page[f"{key}_verdict_growth_table"]["columns"]
+                 if (m := re.search(r"at (\d+)T", c))]
+        assert window is None or all(m * T <= window for m in shown), shown
         if page[f"{key}_windows"] < page["min_windows"]:  # no gamma below 8 windows (the ci profile): said so
             assert math.isnan(page[f"{key}_verdict_growth"])
             assert f"read on {page[f'{key}_windows']} windows, fewer than the" in page["verdict_takeaway"]
+            continue
+        if window is not None and k * T > window:  # no factor beyond the window: the box said 1.188 at 4096 tokens
+            assert math.isnan(page[f"{key}_verdict_growth"]) and page[f"{key}_verdict_window"] == window
+            assert f"read only up to its {window}-token sliding window" in page["verdict_takeaway"]
             continue
         assert page[f"{key}_verdict_growth"] == pytest.approx(ratio ** page[f"{key}_verdict_gamma"], rel=1e-9)
         assert f"{page[f'{key}_verdict_growth']:.3f}" in page["verdict_takeaway"]
@@ -228,3 +237,31 @@ def test_gemma_layer_kinds_are_counted_from_its_configuration(page):
     """The prose's counts of Gemma 3's sliding-window and global layers are glued from its configuration (15 and 3
     of its 18 layers), not typed."""
     assert (page["second_sliding_layers"], page["second_global_layers"]) == (15, 3)
+
+
+def test_takeaway_counts_the_layers_decided_for_each_rule(page):
+    """The box said 'a published rule is singled out in 5 of 48 layers' where all five layers were decided for
+    constant beta, the rule that does not rescale; it now counts the layers decided for each rule, and the counts
+    are the verdict tables'."""
+    from critscale.diagnostic.compare import RULE_TEXT
+
+    counts, layers = {}, 0
+    for key in ("pre", "second"):
+        rules = page[f"{key}_verdict_layer_rules"]
+        assert sum(rules.values()) == page[f"{key}_verdict_layers_decided"]
+        table = [r["rule"] for r in page[f"{key}_verdict_table"]["records"][:-2]]
+        assert sum(r not in ("undecided", "undefined") for r in table) == page[f"{key}_verdict_layers_decided"]
+        for rule, n in rules.items():
+            counts[rule] = counts.get(rule, 0) + n
+        layers += page[f"{key}_verdict_layers"]
+    text = page["verdict_takeaway"]
+    assert "published" not in text
+    if text.startswith("No factor can be read"):
+        return
+    decided = sum(counts.values())
+    if decided == 0:
+        assert f"none of the {layers} layers read is decided" in text
+    else:
+        assert f"{decided} of the {layers} layers read are decided for a rule" in text
+        if set(counts) == {RULE_TEXT["none/yarn"]}:
+            assert "the rule that does not rescale" in text

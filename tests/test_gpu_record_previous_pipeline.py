@@ -41,20 +41,20 @@ def _shape(config):
 def old_text(data, gauss_linear_share):
     p, meta, training, heads = data["provenance"], data["diagnose"], data["training"], data["heads"]
     return (
-        f"The GPU result recorded so far comes from the diagnostic's previous pipeline (commit `{p['commit']}`, "
-        f"{p['device']}, {p['date_utc']}): a GPT-2-small-shaped model ({_shape(data['train_config'])}) trained for "
+        f"The GPU result recorded so far comes from the diagnostic's previous pipeline ({p['device']}; its commit "
+        f"and date are in the note above): a GPT-2-small-shaped model ({_shape(data['train_config'])}) trained for "
         f"{training['steps']} steps in {training['train_seconds']:.0f} s to {training['heldout_bits_per_byte']:.3f} "
         f"bits per byte on held-out text, then read on {meta['windows']} windows of {meta['window_length']} tokens. "
         f"It reads {data['law_counts']['linear']} of its {len(heads)} heads as linear, {data['law_counts']['step']} "
         f"as step and {sum(h['sink'] for h in heads)} as sink heads, with median $\\gamma$ of $\\kappa_{{16}}$ "
         f"{np.median([h['gamma16'] for h in heads]):.2f}. "
-        "None of these numbers can be read as an effect. That pipeline recorded no null heads, and a majority of "
+        "None of these numbers can be read as an effect.\n\nThat pipeline recorded no null heads, and a majority of "
         "linear heads says nothing by itself: on this page the rows of the Gaussian null read linear in "
         f"{gauss_linear_share:.0%} of cases. It read every row of each window, so the row length grew with the "
         f"query's position; it read $\\kappa_{{16}}$ from rows of n = {meta['n_min']} entries, where it is a "
         "statistic of the row's range; and with fewer than eight windows its intervals resampled rows, ignoring "
-        "that the rows of a window share their keys. The calibrated run is prepared (`scripts/gpu_gpt2.py`, which "
-        "also reads the step-0 model and SmolLM2 at long contexts) and this section shows it once it is recorded.")
+        "that the rows of a window share their keys. The calibrated run is prepared (it also reads the step-0 "
+        "model and SmolLM2 at long contexts), and this section shows it once it is recorded.")
 
 
 def old_table(data):

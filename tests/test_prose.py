@@ -925,3 +925,122 @@ def test_chapter_07_failed_cell_is_written_as_its_table_writes_it():
     exec(function, scope)
     text = scope["exception_text"]("sphere5", "collision", 1.0, fit)
     assert cs.tables.interval(-0.000191, -0.000254, -0.000128) in text and "×10" not in text, text
+
+
+# ---------------------------------------------------------------- chapters 13 and 14: code names only where code is run
+DIAGNOSTIC_CHAPTERS = [ROOT / "notebooks" / f"{stem}.md" for stem in ("13_gpt2_attention", "14_context_extension")]
+CODE_WORD = re.compile(r"(?<![\w\\{])[a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9](?![\w{])"  # snake_case: best_rule, rope_parameters
+                       r"|\b[\w/.-]+\.(?:py|json|npz|yaml)\b"  # file paths: schedule.json, tests/test_x.py
+                       r"|\bcritscale\.[a-z_.]+")  # module paths: critscale.diagnostic.schedule
+CODE_SECTIONS = ("How to run it", "Exercise")  # where a reader is told what to type
+MATH = re.compile(r"\$\$.*?\$\$|\$[^$]*\$")
+SENTENCE_START = re.compile(r"^\s*(?:[A-Z0-9$({\"*]|\\\()")
+
+
+def _prose_of(path, keep_inline_code=True, raw_roles=False):
+    """(line number, reader text without math) of a chapter, outside the sections that show code and the figure
+    directives' keys; with ``raw_roles`` the source line itself (its glue roles kept)."""
+    text = path.read_text()
+    raw, section, where = text.split("\n"), None, {}
+    for number, line in enumerate(raw, 1):
+        section = line[3:].strip() if line.startswith("## ") else section
+        where[number] = section
+    for number, line in prose.reader_lines(text, keep_inline_code=keep_inline_code):
+        if where[number] in CODE_SECTIONS or raw[number - 1].lstrip().startswith("```{glue:figure}"):
+            continue
+        yield number, raw[number - 1] if raw_roles else MATH.sub(" ", line)
+
+
+def test_the_code_word_pattern_sees_code_names_and_spares_prose():
+    found = [m.group(0) for m in CODE_WORD.finditer(
+        "the audit (best_rule) writes schedule.json, run by tests/test_x.py, see critscale.diagnostic.schedule")]
+    assert found == ["best_rule", "schedule.json", "tests/test_x.py", "critscale.diagnostic.schedule"]
+    assert not CODE_WORD.search("the sink null, i.i.d. Gaussian heads, 2.9×10⁻¹², Gemma 3, `transformers`, e.g. this")
+
+
+@pytest.mark.parametrize("path", DIAGNOSTIC_CHAPTERS, ids=lambda p: p.stem)
+def test_chapters_13_and_14_prose_names_no_code(path):
+    """A reader gets what a thing is, not its code name: chapter 13 wrote `best_rule`, `nearest_rule`,
+    `beyond_null`, `critscale.diagnostic.schedule.layer_schedule`, `schedule.json` and
+    tests/test_diagnostic_calibration.py as reader text, chapter 14 the config's `rope_parameters` and
+    `attention_factor`; code names belong in the code cells and the 'How to run it' section."""
+    found = [f"{number}: {m.group(0)!r}" for number, line in _prose_of(path) for m in CODE_WORD.finditer(line)]
+    assert found == []
+
+
+def _paragraphs(path):
+    """Paragraphs of a chapter's prose as lists of source lines; a list item or a table row starts its own."""
+    raw = path.read_text().split("\n")
+    paragraphs, last = [], None
+    for number, _ in _prose_of(path):
+        line = raw[number - 1]
+        if line.lstrip().startswith("|"):
+            last = None
+            continue
+        if last is None or number != last + 1 or re.match(r"\s*(?:[-*]|\d+\.)\s", line):
+            paragraphs.append([])
+        paragraphs[-1].append(line)
+        last = number
+    return paragraphs
+
+
+@pytest.mark.parametrize("path", DIAGNOSTIC_CHAPTERS, ids=lambda p: p.stem)
+def test_chapters_13_and_14_paragraphs_are_short(path):
+    """At most five sentences a paragraph (one sentence a line; a line that starts in lower case continues the
+    sentence above): chapter 13's verdict paragraph held seven, chapter 14's criterion eight."""
+    long = [(p[0][:60], n) for p in _paragraphs(path)
+            if (n := sum(bool(SENTENCE_START.match(re.sub(r"^\s*(?:[-*]|\d+\.)\s+", "", line))) for line in p)) > 5]
+    assert long == []
+
+
+@pytest.mark.parametrize("path", DIAGNOSTIC_CHAPTERS, ids=lambda p: p.stem)
+def test_chapters_13_and_14_paste_no_e_notation(path):
+    """Chapter 13 pasted its capture errors as {glue:text}`key:.1e` (3.7e-06) and chapter 14's box pasted its
+    differences with :.3g, which the ci profile prints as 3.29e-07 beside 2.48×10⁻⁷; every formatted paste of the
+    recorded ci values prints without e-notation."""
+    text = prose.COMMENT.sub(" ", path.read_text())
+    assert E_FORMAT.findall(text) == []
+    values = _fresh_results(path.stem)
+    bad = [f"{key}:{spec} -> {format(values[key], spec)}" for key, spec in set(GLUE_FORMAT.findall(text))
+           if isinstance(values.get(key), float) and E_NUMBER.search(format(values[key], spec))]
+    assert bad == []
+
+
+def _markdown_outputs(path):
+    """The sentences a chapter's cells print as markdown (the verdict sentences of chapter 13), from its executed ci
+    notebook when that is fresher than the source; none otherwise (the glued values are still checked)."""
+    executed = ROOT / "build" / "executed" / "ci" / f"{path.stem}.ipynb"
+    if not executed.exists() or executed.stat().st_mtime < path.stat().st_mtime:
+        return []
+    cells = json.loads(executed.read_text())["cells"]
+    return ["".join(o["data"]["text/markdown"]) for c in cells if c["cell_type"] == "code"
+            for o in c.get("outputs", []) if "text/markdown" in o.get("data", {})
+            and not o.get("metadata", {}).get("scrapbook") and "Computed by this page" not in "".join(o["data"]["text/markdown"])]
+
+
+@pytest.mark.parametrize("path", DIAGNOSTIC_CHAPTERS, ids=lambda p: p.stem)
+def test_chapters_13_and_14_glued_sentences_are_reader_text(path):
+    """A string a chapter pastes carries no raw LaTeX that markdown would print as '(\\beta)' (chapter 13's verdict
+    sentence printed 'rule constant (\\beta)'), no e-notation, no code name and no file path."""
+    values = _fresh_results(path.stem)
+    keys = sorted({key for _, line in _prose_of(path, raw_roles=True) for key in GLUED.findall(line)})
+    strings = [(key, values[key]) for key in keys if isinstance(values.get(key), str)]
+    strings += [("a cell's sentences", text) for text in _markdown_outputs(path)]
+    bad = [f"{key}: {m.group(0)!r}" for key, text in strings
+           for pattern in (re.compile(r"\\\(|\\\)"), E_NUMBER, CODE_WORD)
+           for m in pattern.finditer(MATH.sub(" ", prose.CODE_SPAN.sub(" ", text)))]
+    assert strings and bad == []
+
+
+def test_chapter_13_gpu_note_is_short_paragraphs_without_paths():
+    """The note on the previous pipeline's GPU run was one paragraph of seven sentences ending on
+    '(`scripts/gpu_gpt2.py`, ...)'; it is two paragraphs of reader text, the commit left to the provenance note."""
+    from critscale import gpu_records
+    from critscale.diagnostic.recorded import recorded_text
+
+    data = gpu_records.load("gpt2_small_attention")
+    text = recorded_text(data, gauss_linear_share=0.7)
+    paragraphs = text.split("\n\n")
+    assert len(paragraphs) >= 2
+    assert all(len(re.findall(r"[.!?](?:\s|$)", p)) <= 5 for p in paragraphs), paragraphs
+    assert not CODE_WORD.search(MATH.sub(" ", text)) and "`" not in text and data["provenance"]["commit"] not in text

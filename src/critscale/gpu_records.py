@@ -391,8 +391,8 @@ def _pipeline_note_previous(meta: dict) -> str:
     return ("It read every row of each window, so the row length grew with the query's position; it read "
             f"$\\kappa_{{16}}$ from rows of n = {meta['n_min']} entries, where it is a statistic of the row's range; "
             "and with fewer than eight windows its intervals resampled rows, ignoring that the rows of a window share "
-            "their keys. The calibrated run is prepared (`scripts/gpu_gpt2.py`, which also reads the step-0 model and "
-            "SmolLM2 at long contexts) and this section shows it once it is recorded.")
+            "their keys. The calibrated run is prepared (it also reads the step-0 model and SmolLM2 at long contexts), "
+            "and this section shows it once it is recorded.")
 
 
 def _diagnosis_from_previous_pipeline(data: dict, name: str) -> dict:

@@ -101,15 +101,15 @@ def rule_accuracy(heads: pd.DataFrame) -> pd.DataFrame:
 def rule_sentence(accuracy: pd.DataFrame, per_family: int) -> str:
     """What :func:`rule_accuracy`'s table says, as a sentence (or that the rule was not measured)."""
     if per_family == 0 or len(accuracy) == 0:
-        return ("The rule's accuracy is not measured in this build (tests/test_diagnostic_calibration.py measures it "
-                f"on {TEST_RULE_HEADS} heads per family).")
+        return ("The rule's accuracy is not measured in this build (the library's full-size calibration check "
+                f"measures it on {TEST_RULE_HEADS} heads per family).")
     decided, right = int(accuracy["decided"].sum()), int(accuracy["right"].sum())
     share = f"{right / decided:.0%}" if decided else "none decided"
-    return (f"{per_family} heads of each family whose exact scale is one of the rules (the test reads "
+    return (f"{per_family} heads of each family whose exact scale is one of the rules (the full-size check reads "
             f"{TEST_RULE_HEADS}), read on "
             f"the default windows beside the rule nulls: {decided} of {int(accuracy['heads'].sum())} are decided, "
             f"{right} of them right ({share}), and on average {float(accuracy['undecided'].mean()):.0%} of a "
-            "family's heads are `undecided`.")
+            "family's heads are undecided.")
 
 
 def seed_agreement(first: pipeline.Diagnosis, second: pipeline.Diagnosis, confidence: float = 0.95) -> dict:
@@ -170,8 +170,8 @@ def agreement_sentence(model: str, agreement: dict) -> str:
                f"at least {aim}, with its whole interval")
     return (f"{model}: null seeds {seeds} give the same decisions on {agreement['same']} of {agreement['heads']} heads "
             f"({share}, exact {agreement['confidence']:.0%} interval; {verdict}): the same flag beyond the null on {agreement['same_flag']} "
-            f"({agreement['flagged']} flagged under either seed), the same rule on {agreement['same_rule']} "
-            f"({agreement['decided']} decided under either).")
+            f"({agreement['flagged']} flagged under at least one seed), the same rule on {agreement['same_rule']} "
+            f"({agreement['decided']} decided for a rule under at least one).")
 
 
 AUDIT_FIELDS = ("unit", "layer", "head", "law", "degenerate", "gamma", "gamma_low", "gamma_high", *inference.TESTED)

@@ -20,7 +20,10 @@ from .pipeline import Diagnosis
 from .report import REGIMES
 from .schedule import MULTIPLES, growth_ratio, layer_schedule
 from .summary import BEYOND_Z, REFERENCE_NULL  # noqa: F401  (BEYOND_Z: the |t| of one comparison, for pages)
-from .verdict import RULE_BOOK
+from .verdict import RULE_BOOK, RULE_HTML
+
+RULE_TEXT = RULE_HTML
+"""How each rule label reads in a sentence glued as text: plain unicode (constant β, √(2 log n)), no LaTeX."""
 
 
 def _reference(diag: Diagnosis, required: bool = True) -> pd.Series | None:
@@ -105,7 +108,8 @@ def model_facts(name: str, loaded, diag: Diagnosis, training: str) -> dict:
 
 
 def _pair(value: float, null: float, digits: int = 3) -> str:
-    return f"{value:.{digits}g} ({null:.{digits}g})"
+    """``value (null)`` to ``digits`` significant digits, as the sentences print them (:func:`sig`)."""
+    return f"{sig(value, digits)} ({sig(null, digits)})"
 
 
 def _regimes(line: dict, label: str) -> str:
@@ -256,12 +260,23 @@ def entropy_figure(diags: dict[str, Diagnosis]):
     return fig
 
 
+def sig(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits as prose writes it: trailing zeros kept (0.30, 1.70), fixed notation
+    from 10⁻³ to 10⁴, else 2.9×10⁻¹² (:func:`critscale.tables.format_number`)."""
+    from critscale.tables import format_number
+
+    value = float(value)
+    if not np.isfinite(value) or value == 0 or not 1e-3 <= abs(value) < 1e4:
+        return format_number(value, digits, plain=True)
+    return f"{value:.{max(digits - 1 - int(np.floor(np.log10(abs(value)))), 0)}f}"
+
+
 def operating_sentence(line: dict) -> str:
     """The operating point of one model beside its Gaussian null, as a sentence of plain numbers (MyST math)."""
-    return (f"{line['model']}: median $p_{{\\max}}$ {line['p_max']:.3g}, {line['p_max'] / line['p_max_null']:.3g} "
-            f"times its Gaussian null's ({line['p_max_null']:.3g}); entropy {line['entropy']:.2f} nats against the "
+    return (f"{line['model']}: median $p_{{\\max}}$ {sig(line['p_max'])}, {sig(line['p_max'] / line['p_max_null'])} "
+            f"times its Gaussian null's ({sig(line['p_max_null'])}); entropy {line['entropy']:.2f} nats against the "
             f"null's {line['entropy_null']:.2f} ($\\log n$ = {line['log_n']:.2f}); $p_{{\\max}}$ reaches 1/2 at "
-            f"{line['beta_half']:.3g} times the model's own $\\beta$ (null: {line['beta_half_null']:.3g}); under "
+            f"{sig(line['beta_half'])} times the model's own $\\beta$ (null: {sig(line['beta_half_null'])}); under "
             f"$c = 1/\\beta_{{1/2}}$, {line['subcritical_half']} subcritical, {line['crossover_half']} crossover and "
             f"{line['supercritical_half']} supercritical heads.")
 
@@ -270,9 +285,10 @@ def beyond_sentence(line: dict, min_windows: int) -> str:
     """What one model shows beyond its Gaussian null, as a sentence of plain numbers (MyST math)."""
     text = (f"{line['model']}: {line['beyond']} of {line['heads']} heads beyond the null ({line['beyond_shares']} by "
             f"their law shares, {line['beyond_gamma']} by $\\gamma$); {line['sink_heads']} sink heads; median weight "
-            f"on the first key {line['first_weight']:.2g} (null {line['first_weight_null']:.2g}); median $\\gamma$ "
-            f"{line['gamma']:.2f} against the null's {line['gamma_null']:.2f} [{line['gamma_null_low']:.2f}, "
-            f"{line['gamma_null_high']:.2f}].")
+            f"on the first key {sig(line['first_weight'], 2)} (null {sig(line['first_weight_null'], 2)}); "
+            + (f"median $\\gamma$ {line['gamma']:.2f} against" if np.isfinite(line["gamma"]) else
+               f"no $\\gamma$ (it needs {min_windows} windows), beside")
+            + f" the null's {line['gamma_null']:.2f} [{line['gamma_null_low']:.2f}, {line['gamma_null_high']:.2f}].")
     if not line["intervals"]:
         text += (f" With {line['windows']} windows, fewer than {min_windows}, no interval is given, so no head "
                  "can be flagged.")
@@ -319,11 +335,30 @@ def null_verdict(diag: Diagnosis) -> dict:
             "growth": growth}
 
 
-def verdict_table(diag: Diagnosis) -> pd.DataFrame:
+def read_window(config) -> int | None:
+    """The sliding window that bounds the lengths a model's rows are read at (None: every layer sees every key).
+
+    A model with sliding-window layers is read only up to its shortest window (longer rows are windows, not the
+    full rows the diagnostic reads), so no growth factor is given beyond it."""
+    from critscale.models.families import sliding_windows
+
+    windows = [w for w in sliding_windows(config) if w is not None]
+    return int(min(windows)) if windows else None
+
+
+def factor_multiples(read_length: int, window: int | None = None) -> tuple[int, ...]:
+    """The multiples of the length read at which a growth factor is given: all of :data:`MULTIPLES`, or for a model
+    read only up to a sliding window ``window``, those whose length lies within it."""
+    return tuple(k for k in MULTIPLES if window is None or k * read_length <= window)
+
+
+def verdict_table(diag: Diagnosis, window: int | None = None) -> pd.DataFrame:
     """Per layer, then over all heads, then for the Gaussian null (:func:`null_verdict`): the heads and those decided
     for a rule, the rule (reader names, :data:`.verdict.RULE_BOOK`), the most frequent rule's share of the decided
-    heads with its interval, gamma and the factor by which beta must grow at 2, 4 and 8 times the length read."""
+    heads with its interval, gamma and the factor by which beta must grow at 2, 4 and 8 times the length read (for a
+    model read only up to a sliding window ``window``, only the multiples within it, :func:`factor_multiples`)."""
     schedule = layer_schedule(diag)
+    shown = factor_multiples(schedule.read_length, window)
     rows = [_verdict_row(str(entry["layer"]), entry) for entry in schedule.layers]
     rows.append(_verdict_row("all", schedule.model))
     null = null_verdict(diag)
@@ -334,29 +369,49 @@ def verdict_table(diag: Diagnosis) -> pd.DataFrame:
     for k in MULTIPLES:
         row[GROWTH_COLUMN.format(k=k)] = _interval(*null["growth"][k], digits=3)
     rows.append(row)
-    return pd.DataFrame(rows)
+    hidden = [GROWTH_COLUMN.format(k=k) for k in MULTIPLES if k not in shown]
+    return pd.DataFrame(rows).drop(columns=hidden)
 
 
-def verdict_numbers(diag: Diagnosis, k: int = MULTIPLES[-1]) -> dict:
+def no_factor_table(window: int) -> pd.DataFrame:
+    """The growth table of a model read only up to its sliding window when no multiple lies within it: one line
+    saying why there is no factor."""
+    return pd.DataFrame({"growth factor of \\(\\beta\\)": [
+        f"none beyond {window} tokens: the rows are read only up to the {window}-token sliding window"]})
+
+
+def verdict_numbers(diag: Diagnosis, k: int = MULTIPLES[-1], window: int | None = None) -> dict:
     """The model's verdict and its Gaussian null's as plain numbers (for a page's sentences): rule, share, gamma,
-    the growth factor at ``k`` times the length read with its interval, and the layers whose rule is decided."""
+    the growth factor at ``k`` times the length read with its interval, the heads decided for a rule, undecided and
+    without a rule reading, and the layers decided for each rule.  Rule names are plain text (:data:`RULE_TEXT`).
+
+    ``window`` is the sliding window a model is read up to (:func:`read_window`): beyond it no factor is given
+    (NaN), and ``window`` says why."""
     schedule = layer_schedule(diag)
     model, null = schedule.model, null_verdict(diag)
-    growth, null_growth = model["growth"][k], null["growth"][k]
     undecided = ("undecided", "undefined")
-    layers_above = sum(1 for e in schedule.layers if np.isfinite(e["growth"][k][1])
+    beyond = window is not None and k * schedule.read_length > window
+    growth = [np.nan] * 3 if beyond else model["growth"][k]
+    null_growth = null["growth"][k]
+    layers_above = sum(1 for e in schedule.layers if not beyond and np.isfinite(e["growth"][k][1])
                        and e["growth"][k][1] > null_growth[2])
+    layer_rules: dict[str, int] = {}
+    for e in schedule.layers:
+        if e["rule"] not in undecided:
+            layer_rules[RULE_TEXT[e["rule"]]] = layer_rules.get(RULE_TEXT[e["rule"]], 0) + 1
     return {"read_length": schedule.read_length, "multiple": k, "target_length": k * schedule.read_length,
+            "window": window if beyond else None,
             "windows": int(diag.meta["windows"]), "min_windows": int(diag.meta["min_windows_for_intervals"]),
-            "rule": RULE_BOOK[model["rule"]], "plurality": RULE_BOOK[model["plurality"]], "share": model["rule_share"],
+            "rule": RULE_TEXT[model["rule"]], "plurality": RULE_TEXT[model["plurality"]], "share": model["rule_share"],
             "heads": model["heads"], "decided": model["rule_heads"], "undecided": model["rule_undecided"],
+            "rule_undefined": model["rule_undefined"],
             "share_low": model["rule_share_low"], "share_high": model["rule_share_high"],
             "gamma": model["gamma"], "gamma_low": model["gamma_low"], "gamma_high": model["gamma_high"],
             "growth": growth[0], "growth_low": growth[1], "growth_high": growth[2],
-            "null_rule": RULE_BOOK[null["rule"]], "null_gamma": null["gamma"], "null_growth": null_growth[0],
+            "null_rule": RULE_TEXT[null["rule"]], "null_gamma": null["gamma"], "null_growth": null_growth[0],
             "null_growth_low": null_growth[1], "null_growth_high": null_growth[2],
             "layers": len(schedule.layers),
-            "layers_decided": sum(1 for e in schedule.layers if e["rule"] not in undecided),
+            "layers_decided": sum(layer_rules.values()), "layer_rules": layer_rules,
             "layers_above_null": layers_above}
 
 
@@ -383,22 +438,74 @@ def _growth_text(v: dict, prefix: str = "") -> str:
     return _interval(v[f"{prefix}growth"], v[f"{prefix}growth_low"], v[f"{prefix}growth_high"], 3)
 
 
+def _count(n: int, one: str, many: str) -> str:
+    """``"1 layer"``, ``"5 layers"``."""
+    return f"{n} {one if n == 1 else many}"
+
+
+def _heads_text(v: dict) -> str:
+    """How the model's heads split for the rule; the counts add up to its heads."""
+    parts = [f"{v['decided']} are decided for a rule", f"{v['undecided']} undecided"]
+    if v.get("rule_undefined", 0):
+        parts.append(f"{v['rule_undefined']} without a rule reading (a law no rule null matches, or a $\\gamma$ "
+                     "without an interval)")
+    return f"of its {v['heads']} heads, " + ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _no_factor(model: str, v: dict) -> str:
+    """Why a model gets no factor: read only up to its sliding window, or on too few windows for a γ."""
+    if v.get("window") is None or v["windows"] < v["min_windows"]:
+        return f"{model} (read on {v['windows']} windows, fewer than the {v['min_windows']} a $\\gamma$ needs)"
+    return (f"{model} (read only up to its {v['window']}-token sliding window, and the diagnostic gives no "
+            "factor beyond the lengths it reads)")
+
+
 def verdict_sentence(model: str, v: dict) -> str:
-    """One model's verdict (:func:`verdict_numbers`) beside its Gaussian null's, as a sentence of plain numbers."""
-    if not np.isfinite(v["growth"]):
+    """One model's verdict (:func:`verdict_numbers`) beside its Gaussian null's, in three sentences of plain numbers
+    (rule names in unicode, no LaTeX: the sentences are glued as text)."""
+    if not np.isfinite(v["growth"]) and (v.get("window") is None or not np.isfinite(v["gamma"])):
         return (f"{model}, read at {v['read_length']} tokens on {v['windows']} windows: no $\\gamma$, rule or factor "
                 f"(a $\\gamma$ needs {v['min_windows']} windows); its Gaussian null's $\\gamma$ is "
-                f"{v['null_gamma']:.2f} and its factor at {v['target_length']} tokens {_growth_text(v, 'null_')}.")
-    share = _interval(100 * v["share"], 100 * v["share_low"], 100 * v["share_high"], 0)
-    backing = (f"the most frequent, {v['plurality']}, holds {share} % of the {v['decided']} heads decided for a rule"
-               if v["decided"] else "no head is decided for a rule")
-    return (f"{model}, read at {v['read_length']} tokens: rule {v['rule']} ({backing}; {v['undecided']} of the "
-            f"{v['heads']} heads are undecided and back no rule); median $\\gamma$ "
-            f"{_interval(v['gamma'], v['gamma_low'], v['gamma_high'])}, its Gaussian null's {v['null_gamma']:.2f}; "
-            f"at {v['target_length']} tokens ({v['multiple']} times) its logits would need to be multiplied "
-            f"by {_growth_text(v)} to keep the operating point if the fitted power of log n goes on holding, against {_growth_text(v, 'null_')} for the null; "
-            f"{v['layers_decided']} of {v['layers']} layers have a decided rule, and {v['layers_above_null']} need "
-            "more growth than the null (the lower end of their interval above the upper end of the null's).")
+                f"{v['null_gamma']:.2f}.")
+    rule = {"undecided": "is undecided for a rule", "undefined": "has no rule reading"}.get(v["rule"],
+                                                                                          f"has the rule {v['rule']}")
+    backing = (f", and the most frequent rule, {v['plurality']}, is read by a share "
+               f"{_interval(v['share'], v['share_low'], v['share_high'])} of the decided heads" if v["decided"] else "")
+    rules = ", ".join(f"{n} for {name}" for name, n in v.get("layer_rules", {}).items())
+    first = f"{model}, read at {v['read_length']} tokens, {rule}: {_heads_text(v)}{backing}."
+    second = (f" Its median $\\gamma$ is {_interval(v['gamma'], v['gamma_low'], v['gamma_high'])}, its Gaussian "
+              f"null's {v['null_gamma']:.2f}; {v['layers_decided']} of its {v['layers']} layers are decided for a "
+              f"rule{f' ({rules})' if rules else ''}.")
+    if v.get("window") is not None:
+        return (first + second + f" It gets no factor beyond {v['window']} tokens: its rows are read only up to its "
+                f"{v['window']}-token sliding window.")
+    above = _count(v["layers_above_null"], "layer needs", "layers need")
+    return (first + second + f" At {v['target_length']} tokens ({v['multiple']} times) its logits would need to be "
+            f"multiplied by {_growth_text(v)} to keep the operating point if the fitted power of log n goes on "
+            f"holding, against {_growth_text(v, 'null_')} for the null; {above} more growth than the null (the lower "
+            "end of the interval above the upper end of the null's).")
+
+
+def _rules_text(verdicts: list[tuple[str, dict]]) -> str:
+    """Which rules the models' layers are decided for, counted from their verdicts: constant β is named as the
+    rule that does not rescale, never as a published rescaling rule singled out."""
+    constant = RULE_TEXT["none/yarn"]
+    counts: dict[str, int] = {}
+    for _, v in verdicts:
+        for rule, n in v["layer_rules"].items():
+            counts[rule] = counts.get(rule, 0) + n
+    decided, layers = sum(counts.values()), sum(v["layers"] for _, v in verdicts)
+    rescaling = {rule: n for rule, n in counts.items() if rule != constant}
+    offer = ", so what the diagnostic offers is the per-layer factors"
+    if decided == 0:
+        return f"none of the {layers} layers read is decided for a rule{offer}"
+    if not rescaling:
+        every = "it" if decided == 1 else "both" if decided == 2 else f"all {decided}"
+        return (f"{decided} of the {layers} layers read are decided for a rule, {every} for {constant}, the rule that "
+                f"does not rescale; no layer is decided for a rule that rescales β with the length{offer}")
+    listed = ", ".join(f"{n} for {rule}" for rule, n in counts.items())
+    rest = f", and the other {layers - decided} for none" if decided < layers else ""
+    return f"{decided} of the {layers} layers read are decided for a rule ({listed}){rest}"
 
 
 def takeaway(verdicts: list[tuple[str, dict]]) -> str:
@@ -408,18 +515,12 @@ def takeaway(verdicts: list[tuple[str, dict]]) -> str:
     parts = [f"{model} by {_growth_text(v)} at {v['target_length']} tokens ({v['multiple']} times the "
              f"{v['read_length']} read; its Gaussian null asks for {v['null_growth']:.3f})"
              for model, v in verdicts if np.isfinite(v["growth"])]
-    unread = [f"{model} (read on {v['windows']} windows, fewer than the {v['min_windows']} a gamma needs)"
-              for model, v in verdicts if not np.isfinite(v["growth"])]
+    unread = [_no_factor(model, v) for model, v in verdicts if not np.isfinite(v["growth"])]
     if not parts:
-        return f"No factor can be read at this build's size: {'; '.join(unread)}."
-    decided = sum(v["layers_decided"] for _, v in verdicts)
-    layers = sum(v["layers"] for _, v in verdicts)
-    rule = (f"a published rule is singled out in only {decided} of their {layers} layers, so what the diagnostic "
-            "offers is the per-layer factors (`schedule.json`)" if decided < layers else
-            f"a published rule is singled out in all {layers} layers")
+        return f"No factor can be read in this build: {'; '.join(unread)}."
     test = (" These factors would hold the operating point only if the power of log n fitted on the lengths read goes "
             "on holding beyond them, which this page does not test; whether holding it keeps the loss down is what the "
             "next chapter tests, on another model.")
     missing = f" No factor for {'; '.join(unread)}." if unread else ""
     return (f"To keep the operating point beyond the length read, multiply the logits of {'; of '.join(parts)}; "
-            f"{rule}.{missing}{test}")
+            f"{_rules_text(verdicts)}.{missing}{test}")

@@ -110,14 +110,14 @@ def _text_without_nulls(data: dict, gauss_linear_share: float) -> str:
     meta, training, heads = entry["meta"], entry["training"], pd.DataFrame(entry["heads"])
     laws = heads["law"].value_counts()
     return (
-        f"The GPU result recorded so far comes from the diagnostic's previous pipeline (commit `{p['commit']}`, "
-        f"{p['device']}, {p['date_utc']}): a GPT-2-small-shaped model ({_shape(entry['train_config'])}) trained for "
+        f"The GPU result recorded so far comes from the diagnostic's previous pipeline ({p['device']}; its commit "
+        f"and date are in the note above): a GPT-2-small-shaped model ({_shape(entry['train_config'])}) trained for "
         f"{training['steps']} steps in {training['train_seconds']:.0f} s to {training['heldout_bits_per_byte']:.3f} "
         f"bits per byte on held-out text, then read on {meta['windows']} windows of {meta['window_length']} tokens. "
         f"It reads {laws.get('linear', 0)} of its {len(heads)} heads as linear, {laws.get('step', 0)} "
         f"as step and {heads['sink'].sum()} as sink heads, with median $\\gamma$ of $\\kappa_{{16}}$ "
         f"{np.median(heads['gamma']):.2f}. "
-        "None of these numbers can be read as an effect. That pipeline recorded no null heads, and a majority of "
+        "None of these numbers can be read as an effect.\n\nThat pipeline recorded no null heads, and a majority of "
         "linear heads says nothing by itself: on this page the rows of the Gaussian null read linear in "
         f"{gauss_linear_share:.0%} of cases. " + data["pipeline_note"])
 
