@@ -191,3 +191,10 @@ def test_the_phone_check_finds_a_figure_with_its_wide_layout_only_and_one_that_s
     assert len(problems) == 2, problems
     assert "shows none of its images" in problems[0]
     assert "wide.svg shown" in problems[1] and "(< 9 pt)" in problems[1]
+
+
+@pytest.mark.parametrize("widths", [(), (0,), (390, -1)])
+def test_measure_widths_refuses_no_width_or_one_not_positive(widths, tmp_path):
+    """Before Chromium starts: an empty list would measure nothing and pass every check."""
+    with pytest.raises(ValueError, match="at least one positive width"):
+        browser.measure_widths(tmp_path / "page.html", widths, browser="chromium")
