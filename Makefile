@@ -127,12 +127,17 @@ pdf: notebooks-all
 # ---------------------------------------------------------------- tests
 # `make test` proves the main job works: the whole book in the ci profile, then pytest
 # (which also reads the ci results and the rendered HTML).
+# pytest runs one worker per core (pytest-xdist; PYTEST_JOBS=1 runs it in one process); each test module
+# stays on one worker (--dist loadscope), so a module's shared fixtures are built once.
+PYTEST_JOBS ?= $(JOBS)
+PYTEST      := $(BIN)/python -m pytest -q $(if $(filter-out 0 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS) --dist loadscope)
+
 test: $(VENV_OK)
 	@$(MAKE) --no-print-directory html PROFILE=ci
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 pytest: $(VENV_OK)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # ---------------------------------------------------------------- GPU
 bench:

@@ -2,6 +2,13 @@
 
 import os
 
+# Under pytest-xdist (`make test` runs one worker per core) each worker and its children keep torch's and
+# the BLAS's thread pools to one thread, set before anything imports numpy or torch: two workers each
+# running a pool as wide as the machine would share its cores several times over.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_name, "1")
+
 from critscale.triton_backend import choose  # noqa: E402
 
 # Triton's interpreter unless TRITON_INTERPRET=0 is exported (a CUDA machine), chosen before the first

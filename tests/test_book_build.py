@@ -186,13 +186,18 @@ def _sockets_named_by(lock: Path) -> Path:
 
 
 SLEEPING_CELL = """import os, pathlib, time
-(pathlib.Path(os.environ["CRITSCALE_RESULTS_DIR"]) / "started").touch()
-time.sleep({seconds})
+results = pathlib.Path(os.environ["CRITSCALE_RESULTS_DIR"])
+(results / "started").touch()
+deadline = time.monotonic() + {seconds}
+while not (results / "release").exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
 """
 
 
 def _driver_in_its_sleeping_cell(layout: Layout, tmp_path: Path, **popen) -> subprocess.Popen:
-    """A child driver running notebook x, returned once its sleeping cell has started."""
+    """A child driver running notebook x, returned once its sleeping cell has started.
+
+    The cell sleeps until its ``seconds`` pass or a file ``release`` appears beside ``started`` (:func:`_release`)."""
     child = subprocess.Popen([sys.executable, "-m", "critscale.bookbuild", "notebook", "x", "--profile", "ci"],
                              cwd=tmp_path, **popen)
     deadline = time.monotonic() + 240
@@ -203,6 +208,12 @@ def _driver_in_its_sleeping_cell(layout: Layout, tmp_path: Path, **popen) -> sub
         child.wait()
         pytest.fail("the driver did not reach its sleeping cell")
     return child
+
+
+def _release(layout: Layout) -> None:
+    """End the sleeping cell of the running driver now."""
+    for started in layout.staging.glob("x.*/started"):
+        started.with_name("release").touch()
 
 
 @pytest.mark.slow
@@ -230,12 +241,14 @@ def test_interrupted_run_prints_one_line_and_keeps_the_previous_outputs(tmp_path
     """SIGINT of the driver while a cell runs: one line, exit status 130, the previous outputs whole, and
     the run's own folders removed (the old driver printed a KeyboardInterrupt traceback, had deleted the
     previous outputs before the run).  The driver acts on the signal when the running cell returns
-    (nbclient waits for the kernel's reply in code that defers Python's signal handler), hence a short cell."""
-    layout = _layout(tmp_path, "rows: 7\n", extra_cell=SLEEPING_CELL.format(seconds=5))
+    (nbclient waits for the kernel's reply in code that defers Python's signal handler), hence a cell that
+    returns once the signal is sent (a cell of a fixed 5 s could end before a loaded machine sent it)."""
+    layout = _layout(tmp_path, "rows: 7\n", extra_cell=SLEEPING_CELL.format(seconds=120))
     previous = _previous_outputs(layout)
     child = _driver_in_its_sleeping_cell(layout, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          text=True)
     child.send_signal(signal.SIGINT)
+    _release(layout)
     out, err = child.communicate(timeout=120)
     assert child.returncode == 130, err
     lines = err.strip().splitlines()

@@ -47,6 +47,21 @@ def chromium():
     return path
 
 
+@pytest.fixture(scope="module")
+def measured(chromium):
+    """A book page measured at both widths, in one Chromium run per page, the first time a test asks for it.
+
+    The two checks of a page read the same run: Chromium's start is most of what measuring a page costs."""
+    runs: dict[str, dict] = {}
+
+    def get(page: str) -> dict:
+        if page not in runs:
+            runs[page] = browser.measure_widths(HTML / page, (WIDE, PHONE), browser=chromium)
+        return runs[page]
+
+    return get
+
+
 def test_the_book_is_there_to_check():
     """Without pages the parametrised checks below would pass by having nothing to check."""
     if not _pages():
@@ -57,10 +72,10 @@ def test_the_book_is_there_to_check():
 @pytest.mark.browser
 @pytest.mark.slow
 @pytest.mark.parametrize("page", _pages() or ["(no book built)"])
-def test_page_fits_its_column_at_1280_px(page, chromium):
+def test_page_fits_its_column_at_1280_px(page, measured):
     if page == "(no book built)":
         _require("no ci book built")
-    m = browser.measure(HTML / page, WIDE, browser=chromium)
+    m = measured(page)[WIDE]
     problems = layoutcheck.overflowing_tables(m) + layoutcheck.overflowing_math(m) + layoutcheck.small_figure_text(m)
     assert not problems, f"{page} at {WIDE} px:\n" + "\n".join(problems)
 
@@ -73,11 +88,11 @@ PHONE_KNOWN: dict[str, str] = {}
 @pytest.mark.slow
 @pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=PHONE_KNOWN[p]))
                                   if p in PHONE_KNOWN else p for p in _pages()] or ["(no book built)"])
-def test_no_display_equation_is_clipped_and_figure_text_is_readable_at_390_px(page, chromium):
+def test_no_display_equation_is_clipped_and_figure_text_is_readable_at_390_px(page, measured):
     """A two-panel figure set for the 660 px column was shown 327 px wide here, its text at 4.5 pt."""
     if page == "(no book built)":
         _require("no ci book built")
-    m = browser.measure(HTML / page, PHONE, browser=chromium)
+    m = measured(page)[PHONE]
     problems = layoutcheck.clipped_math(m) + layoutcheck.small_figure_text(m)
     assert not problems, f"{page} at {PHONE} px:\n" + "\n".join(problems)
 
@@ -146,6 +161,8 @@ def _book_page(tmp_path, body: str) -> Path:
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_figure_shows_its_phone_layout_on_a_phone_and_its_wide_one_on_a_desktop(tmp_path, chromium):
+    """Measured at each width alone and at both in one run (two frames, as the book's pages are): each frame is
+    its own viewport, so the phone frame shows the phone layout beside the wide one, as a run of its own does."""
     page = _book_page(tmp_path, TWO_LAYOUTS)
     wide = browser.measure(page, WIDE, browser=chromium)
     assert [(f["src"], round(f["width"])) for f in wide.figures if f["width"] > 0] == [("wide.svg", 659)]
@@ -153,6 +170,15 @@ def test_a_figure_shows_its_phone_layout_on_a_phone_and_its_wide_one_on_a_deskto
     assert phone.viewport <= PHONE, "the page must be measured at a phone's width, not headless Chromium's 500 px"
     assert [(f["src"], round(f["width"])) for f in phone.figures if f["width"] > 0] == [("narrow.svg", 336)]
     assert layoutcheck.small_figure_text(wide) == [] and layoutcheck.small_figure_text(phone) == []
+    both = browser.measure_widths(page, (PHONE, WIDE), browser=chromium)
+    assert sorted(both) == [PHONE, WIDE] and both[WIDE].width == WIDE and both[PHONE].width == PHONE
+    for alone in (wide, phone):
+        assert _shown(both[alone.width]) == _shown(alone), alone.width
+
+
+def _shown(m) -> tuple:
+    """What a measurement says a reader sees: viewport, column and each image's width (to 0.1 px)."""
+    return m.viewport, m.column, [(f["src"], round(f["width"], 1)) for f in m.figures]
 
 
 @pytest.mark.browser
@@ -165,3 +191,10 @@ def test_the_phone_check_finds_a_figure_with_its_wide_layout_only_and_one_that_s
     assert len(problems) == 2, problems
     assert "shows none of its images" in problems[0]
     assert "wide.svg shown" in problems[1] and "(< 9 pt)" in problems[1]
+
+
+@pytest.mark.parametrize("widths", [(), (0,), (390, -1)])
+def test_measure_widths_refuses_no_width_or_one_not_positive(widths, tmp_path):
+    """Before Chromium starts: an empty list would measure nothing and pass every check."""
+    with pytest.raises(ValueError, match="at least one positive width"):
+        browser.measure_widths(tmp_path / "page.html", widths, browser="chromium")

@@ -16,6 +16,9 @@ relative links resolve), carries a script that waits for MathJax and the images,
 posts its result to a frame page, which writes it into its DOM for ``chromium --headless --dump-dom``.
 The page is measured inside an ``<iframe>`` exactly ``width`` pixels wide: headless Chromium keeps
 its window at least 500 px wide, so a phone's width exists only as a frame's.
+``measure_widths(page, widths)`` measures several widths in one Chromium run, one frame per width
+(each frame is its own viewport, so each width is measured as if alone; one run instead of one per
+width roughly halves the time a page costs, most of which is Chromium's start).
 Both copies are removed afterwards.  ``chromium()`` finds the browser or returns None.
 """
 
@@ -113,19 +116,25 @@ _SCRIPT = r"""
 </script>
 """
 
-# The window's page: one frame of the measured width, and the measurements it posts, in <pre id=MARKER>.
+# The window's page: one frame per measured width, one above the other, and the measurements each
+# posts, in <pre id="MARKER-<width>">.
 _FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body style="margin:0">
 <script>
 window.addEventListener('message', function (e) {
-  var pre = document.createElement('pre');
-  pre.id = 'MARKER';
-  pre.textContent = e.data;
-  document.body.appendChild(pre);
+  var frames = document.querySelectorAll('iframe');
+  for (var i = 0; i < frames.length; i++) {
+    if (frames[i].contentWindow !== e.source) continue;
+    var pre = document.createElement('pre');
+    pre.id = 'MARKER-' + frames[i].dataset.width;
+    pre.textContent = e.data;
+    document.body.appendChild(pre);
+  }
 });
 </script>
-<iframe src="SRC" style="border:0;display:block;width:WIDTHpx;height:HEIGHTpx"></iframe>
+FRAMES
 </body></html>
 """.replace("MARKER", MARKER)
+_IFRAME = '<iframe src="SRC" data-width="WIDTH" style="border:0;display:block;width:WIDTHpx;height:HEIGHTpx"></iframe>'
 MIN_WINDOW_PX = 500  # headless Chromium's narrowest window
 
 
@@ -166,12 +175,13 @@ def _instrumented(page: Path) -> Path:
     return copy
 
 
-def _frame(copy: Path, width: int, height: int) -> Path:
-    """A page beside ``copy`` that shows it in a frame ``width`` x ``height`` pixels."""
+def _frame(copy: Path, widths: list[int], height: int) -> Path:
+    """A page beside ``copy`` that shows it in one frame per width, each ``width`` x ``height`` pixels."""
     frame = copy.with_name(f"{copy.stem}.frame.html")
     src = urllib.parse.quote(copy.name)
-    frame.write_text(_FRAME.replace("SRC", src).replace("WIDTH", str(width)).replace("HEIGHT", str(height)),
-                     encoding="utf-8")
+    frames = "\n".join(_IFRAME.replace("SRC", src).replace("WIDTH", str(w)).replace("HEIGHT", str(height))
+                       for w in widths)
+    frame.write_text(_FRAME.replace("FRAMES", frames), encoding="utf-8")
     return frame
 
 
@@ -191,21 +201,37 @@ def _dump_dom(browser: str, url: str, width: int, height: int) -> str:
 
 def measure(page: Path, width: int, height: int = 900, browser: str | None = None) -> Measurement:
     """Render ``page`` in a frame ``width`` x ``height`` pixels and return its measurements."""
+    return measure_widths(page, (width,), height, browser)[width]
+
+
+def measure_widths(page: Path, widths, height: int = 900, browser: str | None = None) -> dict[int, Measurement]:
+    """Render ``page`` once per width, all in one Chromium run (one frame each), and return width -> measurements.
+
+    Each frame is its own viewport, so a page measured beside another width is measured as it would be alone."""
+    widths = sorted(dict.fromkeys(int(w) for w in widths))
+    if not widths or widths[0] <= 0:
+        raise ValueError(f"widths: need at least one positive width in pixels, got {widths}")
     browser = browser or chromium()
     if browser is None:
         raise BrowserError("no chromium on PATH (Debian: apt-get install chromium)")
     page = Path(page).resolve()
     copy = _instrumented(page)
-    frame = _frame(copy, width, height)
+    frame = _frame(copy, widths, height)
     try:
-        dom = _dump_dom(browser, frame.as_uri(), max(width, MIN_WINDOW_PX) + 40, height + 40)
+        dom = _dump_dom(browser, frame.as_uri(), max(widths[-1], MIN_WINDOW_PX) + 40, len(widths) * height + 40)
     finally:
         copy.unlink(missing_ok=True)
         frame.unlink(missing_ok=True)
-    found = re.search(rf'<pre id="{MARKER}"[^>]*>([^<]*)</pre>', dom)
+    return {width: _measurement(page, width, dom) for width in widths}
+
+
+def _measurement(page: Path, width: int, dom: str) -> Measurement:
+    """The measurements the frame ``width`` pixels wide posted into the dumped ``dom``."""
+    found = re.search(rf'<pre id="{MARKER}-{width}"[^>]*>([^<]*)</pre>', dom)
     if not found:
-        raise BrowserError(f"{page}: the page did not report its measurements (MathJax or an image never loaded?)")
+        raise BrowserError(f"{page}: the page did not report its measurements at {width} px "
+                           "(MathJax or an image never loaded?)")
     data = json.loads(urllib.parse.unquote(found.group(1)))
     if "error" in data:
-        raise BrowserError(f"{page}: the measuring script failed: {data['error']}")
+        raise BrowserError(f"{page}: the measuring script failed at {width} px: {data['error']}")
     return Measurement(page=page, width=width, **data)
