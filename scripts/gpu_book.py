@@ -310,8 +310,8 @@ BASE64 = re.compile(r"data:[\w/+.\-]*;base64,[A-Za-z0-9+/=\n]*|^[A-Za-z0-9+/=\n]
 ACTIVE = re.compile(r"<\s*script\b|javascript\s*:|<\s*(iframe|object|embed)\b", re.I)  # anywhere
 HANDLER = re.compile(r"<[^<>]*\son[a-z]+\s*=", re.I)  # an event handler attribute, in HTML and SVG
 SCRIPT_MIMES = ("application/javascript", "text/javascript", "application/x-javascript")
-GLUE_PREFIX = "application/papermill.record/"  # critscale.pagedata's glue: the mime type follows
-NARROW_METADATA = "critscale/narrow"  # critscale.pagedata.NARROW_METADATA: a figure's phone layout, shown by the HTML
+GLUE_PREFIX = "application/papermill.record/"  # critscale.page.pagedata's glue: the mime type follows
+NARROW_METADATA = "critscale/narrow"  # critscale.page.pagedata.NARROW_METADATA: a figure's phone layout, shown by the HTML
 
 
 def book_names() -> list[str]:
@@ -344,7 +344,7 @@ def book_layout(names: list[str]):
 
 def check_provenance(prov: dict, profile: str, names: list[str]) -> list[str]:
     """Problems of the book's ``provenance.json``: every field present and of a value that checks out."""
-    from critscale.gpu_records import GpuRecordError, validate_provenance
+    from critscale.page.gpu_results import GpuResultError, validate_provenance
 
     lacking = [k for k in REQUIRED_PROVENANCE if k not in prov]
     if lacking:
@@ -354,7 +354,7 @@ def check_provenance(prov: dict, profile: str, names: list[str]) -> list[str]:
         problems.append(f"provenance.json: profile is {prov['profile']!r}, expected {profile!r}")
     try:
         validate_provenance(prov, "provenance.json", versions_required=BOOK_VERSIONS, full_history=True)
-    except GpuRecordError as err:
+    except GpuResultError as err:
         problems.append(str(err))
     if not isinstance(prov["driver"], str) or not DRIVER_VERSION.match(prov["driver"]):
         problems.append(f"provenance.json: driver is {prov['driver']!r}, not an NVIDIA driver version")

@@ -7,7 +7,7 @@
 benchmark and the Monte-Carlo) and, when the book part ran, ``gpu_book.tar.gz``.  Everything is checked
 before anything is written.  The results tarball must hold exactly the seven files the session writes,
 each within its size limit (read from the member headers, before any data is unpacked).  Each JSON is
-strict (no ``Infinity`` or ``NaN``) and passes the provenance schema of ``critscale.gpu_records`` (a known
+strict (no ``Infinity`` or ``NaN``) and passes the provenance schema of ``critscale.page.gpu_results`` (a known
 GPU, a commit of this repository's history, the versions, a finite wall time); the benchmark is of schema
 ``critscale-bench/2``; the Monte-Carlo was made by the generator version the kernels have now (rows of
 another version are other rows).  Each CSV is the table of its JSON: the same columns, one row per record
@@ -197,14 +197,14 @@ def check_csv(name: str, data: bytes, expected: list[dict], columns: tuple[str, 
 
 def check_results(files: dict[str, bytes]) -> list[str]:
     """Problems of the results tarball's files (empty when they may be imported)."""
-    from critscale.gpu_records import GpuRecordError, validate
+    from critscale.page.gpu_results import GpuResultError, validate
 
     problems, parsed = [], {}
     for name in sorted(n for n in files if n.endswith(".json")):
         try:
             data = parsed[name] = strict_json(files[name], name)
             validate(data, name, full_history=True)
-        except (IntakeError, GpuRecordError) as err:
+        except (IntakeError, GpuResultError) as err:
             problems.append(str(err))
             continue
         problems += [f"{name}: {p}" for p in CHECKS[name](data)]

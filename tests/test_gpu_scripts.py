@@ -175,24 +175,24 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
     glued = {}
     bench = json.loads((smoke / "kernels_bench.json").read_text())
 
-    from critscale import gpu_records
+    from critscale.page import gpu_results
 
-    class GpuRecords:  # the page's view of results/gpu, pointed at the smoke run
-        bench_rows = staticmethod(gpu_records.bench_rows)
+    class GpuResults:  # the page's view of results/gpu, pointed at the smoke run
+        bench_rows = staticmethod(gpu_results.bench_rows)
 
         @staticmethod
         def load(name):
             path = smoke / f"{name}.json"
-            return gpu_records.upgrade(name, json.loads(path.read_text())) if path.exists() else None
+            return gpu_results.upgrade(name, json.loads(path.read_text())) if path.exists() else None
 
         @staticmethod
-        def show_gpu_record_note(data, what):
+        def show_gpu_result_note(data, what):
             pass
 
     import critscale as cs_real
     from types import SimpleNamespace
 
-    cs = SimpleNamespace(gpu_records=GpuRecords, record=lambda k, v, **kw: glued.__setitem__(k, v),
+    cs = SimpleNamespace(gpu_results=GpuResults, record=lambda k, v, **kw: glued.__setitem__(k, v),
                          record_figure=lambda k, fig: glued.__setitem__(k, fig), plotting=cs_real.plotting,
                          tables=cs_real.tables)
     import math

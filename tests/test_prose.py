@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import prose
-from critscale import reader_names
+from critscale.page import reader_names
 from critscale.families import STANDARD
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -248,8 +248,8 @@ def test_a_glued_table_names_families_by_reader_name_and_stores_the_registry_nam
     registry names the tests index by."""
     import pandas as pd
 
-    from critscale import pagedata
-    from critscale.tables import table_bundle
+    from critscale.page import pagedata
+    from critscale.page.tables import table_bundle
 
     frame = pd.DataFrame({"family": ["gauss", "planted_shrink", "sphere3"], "x": [1.0, 2.0, 3.0]})
     shown = table_bundle(pagedata.with_reader_names(frame))["text/markdown"]
@@ -266,7 +266,7 @@ def test_a_glued_table_names_families_by_reader_name_and_stores_the_registry_nam
 
 def test_figure_stamps_name_the_seed_coordinates_in_words():
     """The stamp under a figure printed 'seeds [12697, f, n]'; it now reads 'seeds [12697, family, length]'."""
-    from critscale.plotting import seed_text
+    from critscale.page.plotting import seed_text
 
     assert seed_text("[12697, f, n]") == "[12697, family, length]"
     assert seed_text([2605, 12697, "f", "n"]) == "[2605, 12697, family, length]"

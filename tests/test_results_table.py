@@ -1,4 +1,4 @@
-"""The result map (critscale.resultmap.RESULTS) names labels, functions and tests that exist.
+"""The result map (critscale.page.resultmap.RESULTS) names labels, functions and tests that exist.
 
 The table maps each labelled result of chapters 01-11 to its chapter, its function and its test.  This test
 fails when a result is added to a chapter without a row, when a label, function or test is renamed, or when a
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import critscale
-from critscale import resultmap
+from critscale.page import resultmap
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +72,7 @@ def test_blank_missing_empties_missing_cells_of_float_columns_without_a_dtype_wa
 
     import pandas as pd
 
-    from critscale.tables import blank_missing
+    from critscale.page.tables import blank_missing
 
     df = pd.DataFrame({"x": [1.5, float("nan")], "s": ["a", None]})
     with warnings.catch_warnings():

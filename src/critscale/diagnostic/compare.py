@@ -65,7 +65,7 @@ def summary_line(model: str, diag: Diagnosis) -> dict:
 
 def attention_kind(config, causal: bool) -> str:
     """Which keys a model's rows hold: causal or bidirectional, and its sliding-window layers, if any."""
-    from critscale.models.families import sliding_windows
+    from critscale.models.architectures import sliding_windows
 
     windows = sliding_windows(config)
     sliding = [w for w in windows if w is not None]
@@ -165,7 +165,7 @@ QK_NULL_NAMES = {"gauss_qk": "Gaussian null", "sink_qk": "sink null"}
 def null_name(unit: str) -> str:
     """The reader name of a null (:data:`.nulls.NULLS`): its family's (:func:`critscale.reader_names.reader_name`),
     or for a q/k null :data:`QK_NULL_NAMES`'."""
-    from critscale.reader_names import reader_name
+    from critscale.page.reader_names import reader_name
 
     from .nulls import NULLS
 
@@ -370,7 +370,7 @@ def calibration_table(rates: dict) -> pd.DataFrame:
 
 def rule_accuracy_table(accuracy: pd.DataFrame) -> pd.DataFrame:
     """:func:`.calibration.rule_accuracy`'s table by reader names: each rule null family and the rule it needs."""
-    from critscale.reader_names import reader_name
+    from critscale.page.reader_names import reader_name
 
     out = accuracy.copy()
     if len(out):

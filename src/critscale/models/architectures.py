@@ -11,9 +11,9 @@ The q/k capture reads any architecture whose attention goes through transformers
 - :func:`check_config`: refuses, by name, what the capture cannot read (architectures outside the interface,
   encoder-decoders, cross-attention).
 
-:class:`Family` holds the size checks of :mod:`.model_size` (the fields that size a model, their
-consistency and the parameter count): GPT-2 (:mod:`.gpt2_family`) and the Llama family
-(:mod:`.llama_family`) name their own fields; any other architecture uses :class:`GenericFamily`.
+:class:`Architecture` holds the size checks of :mod:`.model_size` (the fields that size a model, their
+consistency and the parameter count): GPT-2 (:mod:`.gpt2`) and the Llama family
+(:mod:`.llama`) name their own fields; any other architecture uses :class:`GenericArchitecture`.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def check_config(config, source: str = "the model") -> None:
         raise UnsupportedModelError(f"{source} has cross-attention; only self-attention is supported")
 
 
-class Family(ABC):
+class Architecture(ABC):
     """The size checks of one architecture's configuration (see the module docstring)."""
 
     name: str = ""
@@ -115,7 +115,7 @@ class Family(ABC):
         return shape_of(config)
 
 
-class GenericFamily(Family):
+class GenericArchitecture(Architecture):
     """Any architecture routed through the interface, sized by transformers' standard field names."""
 
     name = "any architecture through transformers' AttentionInterface"
@@ -143,11 +143,11 @@ class GenericFamily(Family):
                  f"{s.n_heads} heads of {s.head_dim})", s.n_layers * block)]
 
 
-def _families() -> tuple[Family, ...]:
-    from .gpt2_family import GPT2Family
-    from .llama_family import LlamaFamily
+def _architectures() -> tuple[Architecture, ...]:
+    from .gpt2 import GPT2Architecture
+    from .llama import LlamaArchitecture
 
-    return GPT2Family(), LlamaFamily()
+    return GPT2Architecture(), LlamaArchitecture()
 
 
 def check_config_type(model_type, source: str = "the model") -> None:
@@ -161,16 +161,16 @@ def check_config_type(model_type, source: str = "the model") -> None:
     check_routed(model_type, source)
 
 
-def family_named(model_type, source: str = "the model") -> Family:
+def architecture_named(model_type, source: str = "the model") -> Architecture:
     """The size checks of ``model_type``; :class:`UnsupportedModelError` for one the capture cannot read."""
     check_config_type(model_type, source)
-    for family in _families():
-        if model_type in family.model_types:
+    for arch in _architectures():
+        if model_type in arch.model_types:
             return family
-    return GenericFamily()
+    return GenericArchitecture()
 
 
-def family_of(config, source: str = "the model") -> Family:
+def architecture_of(config, source: str = "the model") -> Architecture:
     """The size checks for a transformers ``config``, after :func:`check_config`."""
     check_config(config, source)
-    return family_named(getattr(config, "model_type", None), source)
+    return architecture_named(getattr(config, "model_type", None), source)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .families import Family
+from .architectures import Architecture
 
 
 def attention_scale(config, layer: int) -> float:
@@ -22,7 +22,7 @@ def attention_scale(config, layer: int) -> float:
     return scale
 
 
-class GPT2Family(Family):
+class GPT2Architecture(Architecture):
     name = "GPT-2"
     model_types = ("gpt2",)
     size_fields = ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size")
