@@ -138,7 +138,7 @@ CHECKS = {"kernels_bench.json": check_bench, "kernels_montecarlo.json": check_mo
 
 def bench_rows(bench: dict) -> list[dict]:
     """The rows ``kernels_bench.csv`` holds: each record flattened as the writer flattens it."""
-    from gpu_suite.records import flatten
+    from gpu_suite.output import flatten
 
     return [flatten(r) for r in bench["records"]]
 

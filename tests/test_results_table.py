@@ -27,7 +27,7 @@ def test_the_map_is_data_not_read_from_the_package_docstring(monkeypatch):
     before = resultmap.results()
     monkeypatch.setattr(critscale, "__doc__", "")
     assert resultmap.results() == before and len(before) == 24
-    assert "import critscale" not in (ROOT / "src" / "critscale" / "resultmap.py").read_text()
+    assert "import critscale" not in (ROOT / "src" / "critscale" / "page" / "resultmap.py").read_text()
     assert all(isinstance(r, resultmap.Result) and r.functions and r.tests for r in resultmap.RESULTS)
     assert len({r.label for r in resultmap.RESULTS}) == len(resultmap.RESULTS)
 

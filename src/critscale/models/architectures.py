@@ -98,7 +98,7 @@ class Architecture(ABC):
     model_types: tuple[str, ...] = ()
 
     # the configuration fields that size the model (as config.json names them), each a positive integer;
-    # those of optional_size_fields may be absent or null (the family then derives them)
+    # those of optional_size_fields may be absent or null (the architecture then derives them)
     size_fields: tuple[str, ...] = ()
     optional_size_fields: tuple[str, ...] = ()
 
@@ -166,7 +166,7 @@ def architecture_named(model_type, source: str = "the model") -> Architecture:
     check_config_type(model_type, source)
     for arch in _architectures():
         if model_type in arch.model_types:
-            return family
+            return arch
     return GenericArchitecture()
 
 
