@@ -3,7 +3,7 @@
     python scripts/gpu_gpt2.py --out results/gpu --minutes 3
 
 Runs unchanged on any CUDA machine with torch, transformers and critscale importable (nothing is
-downloaded; ``scripts/gpu_gpt2_session.sh`` prepares a bare GPU machine).  Steps, each model's results
+downloaded; ``scripts/gpu_session/gpu_gpt2_session.sh`` prepares a bare GPU machine).  Steps, each model's results
 written as soon as it is done, so a run stopped early keeps what it finished:
 
 1. check the inputs before any GPU time is spent: CUDA, and SmolLM2's GGUF file (``--smollm2``: the

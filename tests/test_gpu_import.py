@@ -18,7 +18,7 @@ import pytest
 import gpu_tarballs as gt
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts" / "gpu_session"), str(ROOT / "scripts")]  # the session plumbing, gpu_suite
 
 import gpu_book  # noqa: E402
 import gpu_import  # noqa: E402
@@ -499,7 +499,7 @@ def test_refusals_on_the_command_line_are_one_line_and_exit_2(tmp_path, script, 
     else:
         gt.pack({"provenance.json": b"[]"}, path)
         args = ["import", str(path), "--dest", str(tmp_path / "dest")]
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_session" / script), *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The book executed in the gpu profile on a GPU machine, and its import as recorded notebooks.
 
-    python3 scripts/gpu_book.py run --out OUT --profile gpu --site WHEEL_SITE [NOTEBOOK ...]
-    python3 scripts/gpu_book.py import TARBALL [--dest results/gpu/book]
+    python3 scripts/gpu_session/gpu_book.py run --out OUT --profile gpu --site WHEEL_SITE [NOTEBOOK ...]
+    python3 scripts/gpu_session/gpu_book.py import TARBALL [--dest results/gpu/book]
 
-``run`` is called by ``scripts/gpu_book.sh`` once the wheelhouse is installed and critscale is on the
+``run`` is called by ``scripts/gpu_session/gpu_book.sh`` once the wheelhouse is installed and critscale is on the
 path.  It checks first that everything imports and that every requirement of the wheels is met by what
 is installed (exit 2 with the list, before any notebook runs), and that the recorded GPU results pass
 their schema (the build driver's ``check-gpu``), then executes the chapters in parallel (longest first,
@@ -46,8 +46,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))  # gpu_intake
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "gpu_session"))  # gpu_intake
 LAST = "99_reproducibility"
 IMPORTS = ("papermill", "jupytext", "ipykernel", "nbclient", "nbformat", "jupyter_client", "numpy", "scipy",
            "pandas", "matplotlib", "seaborn", "yaml", "torch", "transformers", "critscale", "critscale.bookbuild")
@@ -227,7 +227,7 @@ def pack(out: Path, profile: str, provenance: dict, site: Path, logs: Path) -> P
 def run(args) -> int:
     site = Path(args.site).resolve()
     skip = tuple(m for m in os.environ.get("GPU_BOOK_SKIP_IMPORTS", "").split(",") if m)
-    if skip:  # the CPU check of this script (scripts/gpu_wheelhouse_check.sh) has no torch for Python 3.12
+    if skip:  # the CPU check of this script (scripts/gpu_session/gpu_wheelhouse_check.sh) has no torch for Python 3.12
         print(f"[gpu_book] not checked, GPU_BOOK_SKIP_IMPORTS: {', '.join(skip)}", flush=True)
     try:
         preflight(site, skip)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Bring one GPU session's files into the repository, refusing anything that does not check out.
 
-    python3 scripts/gpu_import.py DIR          # `make gpu-import DIR=...`
+    python3 scripts/gpu_session/gpu_import.py DIR          # `make gpu-import DIR=...`
 
-``DIR`` holds what ``scripts/gpu_session.sh`` packed: ``gpu_results.tar.gz`` (the kernel tests, the
+``DIR`` holds what ``scripts/gpu_session/gpu_session.sh`` packed: ``gpu_results.tar.gz`` (the kernel tests, the
 benchmark and the Monte-Carlo) and, when the book part ran, ``gpu_book.tar.gz``.  Everything is checked
 before anything is written.  The results tarball must hold exactly the seven files the session writes,
 each within its size limit (read from the member headers, before any data is unpacked).  Each JSON is
@@ -12,7 +12,7 @@ GPU, a commit of this repository's history, the versions, a finite wall time); t
 ``critscale-bench/2``; the Monte-Carlo was made by the generator version the kernels have now (rows of
 another version are other rows).  Each CSV is the table of its JSON: the same columns, one row per record
 and the same values.  The log is UTF-8 text.  The book tarball passes the checks of
-``scripts/gpu_book.py import``.  Only then are the files staged beside ``--dest`` and renamed into place,
+``scripts/gpu_session/gpu_book.py import``.  Only then are the files staged beside ``--dest`` and renamed into place,
 the results and the book together: a refusal, or a failure while writing, changes nothing.
 Exit status 2 with one line per problem when it refuses.
 """
@@ -27,8 +27,8 @@ import sys
 from numbers import Real
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "scripts" / "gpu_session"), str(ROOT / "scripts")]  # gpu_intake, gpu_suite
 
 from gpu_intake import IntakeError, Layout, read_tarball, remove, staging_folder, strict_json, swap_in, text  # noqa: E402
 

@@ -5,7 +5,7 @@ wall time).  ``load`` parses the file strictly (``loads``: no ``Infinity`` or ``
 checks the values of that block (``validate_provenance``) before any page shows a number
 from it, and ``show_gpu_result_note`` labels the result on the page, so that no reader
 mistakes a recorded GPU number for one computed by the page.  The imports of a GPU
-session (``scripts/gpu_import.py``, ``scripts/gpu_book.py import``) use the same checks.
+session (``scripts/gpu_session/gpu_import.py``, ``scripts/gpu_session/gpu_book.py import``) use the same checks.
 ``load`` returns every record in the current schema: :func:`upgrade` is the one place where a file of an
 older layout (the benchmark of schema 1) is read as such; :func:`bench_rows` gives chapter 12's rows.
 """
