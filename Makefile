@@ -79,7 +79,7 @@ ifndef CRITSCALE_BUILD_SESSION
 CRITSCALE_BUILD_SESSION := $(shell date +%s)-$(shell echo $$PPID)
 endif
 export CRITSCALE_BUILD_SESSION
-GPU_OK := build/logs/gpu-records.ok
+GPU_OK := build/logs/gpu-results.ok
 
 $(GPU_OK): $(GPU_DATA) $(LIB_SRC) $(VENV_OK)
 	@$(DRIVER) check-gpu
