@@ -417,7 +417,7 @@ def gpu_record():
     return json.loads((ROOT / "results" / "gpu" / "kernels_run.json").read_text())
 
 
-def test_committed_gpu_records_pass_the_schema():
+def test_committed_gpu_results_pass_the_schema():
     names = gpu_results.validate_all(ROOT / "results" / "gpu")
     assert names, "no recorded GPU result found"
 
