@@ -50,3 +50,25 @@ def test_every_script_path_the_makefile_and_the_manuals_name_exists():
         named |= {(doc.relative_to(ROOT), m) for m in re.findall(r"\bscripts/[\w/]+\.(?:sh|py|txt)\b", doc.read_text())}
     assert named
     assert sorted((str(doc), path) for doc, path in named if not (ROOT / path).exists()) == []
+
+
+def _relative_imports(path: Path) -> set[str]:
+    """The sibling modules a module imports (``from .x import``), at its top or inside its functions."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    return {node.module.split(".")[0] for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+
+
+def test_the_models_modules_import_in_one_direction():
+    """models/families.py imported its two architecture modules, which imported it back (lazily, to break the loop);
+    the lookup of the architecture that applies is its own module (registry), above both."""
+    folder = SRC / "models"
+    graph = {p.stem: _relative_imports(p) & {q.stem for q in folder.glob("*.py")} for p in folder.glob("*.py")}
+    graph.pop("__init__")
+
+    def reaches(start, goal, seen=()):
+        return any(n == goal or (n not in seen and reaches(n, goal, (*seen, n))) for n in graph.get(start, ()))
+
+    assert sorted(m for m in graph if reaches(m, m)) == []

@@ -14,6 +14,7 @@ The q/k capture reads any architecture whose attention goes through transformers
 :class:`Architecture` holds the size checks of :mod:`.model_size` (the fields that size a model, their
 consistency and the parameter count): GPT-2 (:mod:`.gpt2`) and the Llama family
 (:mod:`.llama`) name their own fields; any other architecture uses :class:`GenericArchitecture`.
+:mod:`.registry` picks the one that applies to a configuration.
 """
 
 from __future__ import annotations
@@ -143,13 +144,6 @@ class GenericArchitecture(Architecture):
                  f"{s.n_heads} heads of {s.head_dim})", s.n_layers * block)]
 
 
-def _architectures() -> tuple[Architecture, ...]:
-    from .gpt2 import GPT2Architecture
-    from .llama import LlamaArchitecture
-
-    return GPT2Architecture(), LlamaArchitecture()
-
-
 def check_config_type(model_type, source: str = "the model") -> None:
     """Refuse a ``model_type`` that is missing, unknown to transformers, or not routed through the interface."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -159,18 +153,3 @@ def check_config_type(model_type, source: str = "the model") -> None:
     if model_type not in CONFIG_MAPPING_NAMES:
         raise UnsupportedModelError(f"{source} is a {model_type!r} model, which this transformers does not know")
     check_routed(model_type, source)
-
-
-def architecture_named(model_type, source: str = "the model") -> Architecture:
-    """The size checks of ``model_type``; :class:`UnsupportedModelError` for one the capture cannot read."""
-    check_config_type(model_type, source)
-    for arch in _architectures():
-        if model_type in arch.model_types:
-            return arch
-    return GenericArchitecture()
-
-
-def architecture_of(config, source: str = "the model") -> Architecture:
-    """The size checks for a transformers ``config``, after :func:`check_config`."""
-    check_config(config, source)
-    return architecture_named(getattr(config, "model_type", None), source)

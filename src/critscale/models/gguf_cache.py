@@ -33,11 +33,11 @@ from ..cache import models_cache
 from ..extras import require
 from .checkpoint import check_finite, check_loading_info
 from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError, one_line
-from .architectures import architecture_of
 from .gguf_header import Header, read_header
 from .gguf_packages import GGUF_PACKAGES, package_file, package_of  # noqa: F401  (GGUF_PACKAGES: re-exported)
 from .gguf_reading import fast_gguf_reading
 from .model_size import check_config_sizes, check_fits, readable_size
+from .registry import architecture_of
 from .verified_cache import file_sha256, install, make_staging, remove_stale, verify, write_record
 
 SOURCE_FILE = "gguf_source.json"

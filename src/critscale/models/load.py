@@ -30,13 +30,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .architectures import Shape, context_limit, shape_of
 from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, check_safetensors, read_config,
                          safetensors_files)
 from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
                      one_line)
-from .architectures import Shape, architecture_named, architecture_of, context_limit, shape_of
 from .gguf_cache import dequantised_directory, gguf_file_of, package_of
 from .model_size import check_config_sizes, memory_limit
+from .registry import architecture_named, architecture_of
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
