@@ -79,7 +79,7 @@ ifndef CRITSCALE_BUILD_SESSION
 CRITSCALE_BUILD_SESSION := $(shell date +%s)-$(shell echo $$PPID)
 endif
 export CRITSCALE_BUILD_SESSION
-GPU_OK := build/logs/gpu-records.ok
+GPU_OK := build/logs/gpu-results.ok
 
 $(GPU_OK): $(GPU_DATA) $(LIB_SRC) $(VENV_OK)
 	@$(DRIVER) check-gpu
@@ -152,8 +152,9 @@ clean:
 
 # ---------------------------------------------------------------- gpu profile of the book (recorded)
 # The GPU machine has torch, triton and transformers but no jupyter: `make gpu-wheelhouse` (here, with
-# PyPI) puts the missing wheels in .whl/; on the GPU machine `make gpu-session` (scripts/gpu_session.sh,
-# which needs no venv: the kernel tests, the benchmark, the Monte-Carlo, then the gpu profile of the book
+# PyPI) puts the missing wheels in .whl/ (the scripts: scripts/gpu_session/, its README); on the GPU machine
+# `make gpu-session` (scripts/gpu_session/gpu_session.sh, which needs no venv: the kernel tests, the benchmark,
+# the Monte-Carlo, then the gpu profile of the book
 # through the same build driver, in priority order within one device command) or `make gpu-book` (the
 # book only) packs its results; back here `make gpu-import DIR=<folder with the tarballs>` checks them and
 # replaces results/gpu/ (and results/gpu/book/; `make gpu-book-import TAR=...` for the book alone).  Then,
@@ -165,25 +166,25 @@ GPU_BOOK     ?= $(if $(filter 0,$(TRITON_INTERPRET)),execute,recorded)
 .PHONY: gpu-wheelhouse gpu-wheelhouse-check gpu-session gpu-book gpu-book-import gpu-import sass-record
 
 gpu-wheelhouse:
-	bash scripts/gpu_wheelhouse.sh .whl
+	bash scripts/gpu_session/gpu_wheelhouse.sh .whl
 
 # The wheelhouse and the book runner checked here, on CPython 3.12 as on the GPU machine (needs PyPI).
 gpu-wheelhouse-check:
-	bash scripts/gpu_wheelhouse_check.sh build/gpu-wheelhouse-check
+	bash scripts/gpu_session/gpu_wheelhouse_check.sh build/gpu-wheelhouse-check
 
 gpu-session:
-	bash scripts/gpu_session.sh build/gpu-session
+	bash scripts/gpu_session/gpu_session.sh build/gpu-session
 
 gpu-book:
-	bash scripts/gpu_book.sh build/gpu-book gpu
+	bash scripts/gpu_session/gpu_book.sh build/gpu-book gpu
 
 gpu-import:
 	@test -n "$(DIR)" || { echo "usage: make gpu-import DIR=path/to/folder (gpu_results.tar.gz, gpu_book.tar.gz)"; exit 2; }
-	$(BIN)/python scripts/gpu_import.py "$(DIR)"
+	$(BIN)/python scripts/gpu_session/gpu_import.py "$(DIR)"
 
 gpu-book-import:
 	@test -n "$(TAR)" || { echo "usage: make gpu-book-import TAR=path/to/gpu_book.tar.gz"; exit 2; }
-	$(BIN)/python scripts/gpu_book.py import "$(TAR)" --dest $(GPU_BOOK_DIR)
+	$(BIN)/python scripts/gpu_session/gpu_book.py import "$(TAR)" --dest $(GPU_BOOK_DIR)
 
 # Instruction counts of the compiled kernels for sm_90a (no GPU), read by chapter 12: rerun after a change
 # to the kernels (the chapter and tests/test_chapter_12.py say when the record no longer matches them).
@@ -197,6 +198,6 @@ $(NB_OUT): $(EXEC_DIR)/%.ipynb: $(GPU_BOOK_DIR)/executed/%.ipynb
 	cp $< $@
 
 $(GPU_BOOK_DIR)/executed/%.ipynb:
-	@echo "no recorded gpu-profile notebook $@: run scripts/gpu_session.sh on a CUDA machine, then make gpu-import" >&2
+	@echo "no recorded gpu-profile notebook $@: run scripts/gpu_session/gpu_session.sh on a CUDA machine, then make gpu-import" >&2
 	@exit 2
 endif

@@ -3,7 +3,7 @@
     python scripts/gpu_gpt2.py --out results/gpu --minutes 3
 
 Runs unchanged on any CUDA machine with torch, transformers and critscale importable (nothing is
-downloaded; ``scripts/gpu_gpt2_session.sh`` prepares a bare GPU machine).  Steps, each model's results
+downloaded; ``scripts/gpu_session/gpu_gpt2_session.sh`` prepares a bare GPU machine).  Steps, each model's results
 written as soon as it is done, so a run stopped early keeps what it finished:
 
 1. check the inputs before any GPU time is spent: CUDA, and SmolLM2's GGUF file (``--smollm2``: the
@@ -141,7 +141,7 @@ class ResultFile:
         import torch
         import transformers
 
-        from critscale import provenance
+        from critscale.page import provenance
 
         versions = {"torch": torch.__version__, "transformers": transformers.__version__,
                     "numpy": np.__version__, "python": platform.python_version()}
@@ -180,7 +180,7 @@ class ResultFile:
         self._write()
 
     def _write(self) -> None:
-        from critscale.pagedata import _json_safe, plain
+        from critscale.page.pagedata import _json_safe, plain
 
         self.data["provenance"]["wall_time_s"] = round(time.perf_counter() - self.wall_start, 1)
         text = json.dumps(_json_safe(_rounded(plain(self.data))), separators=(",", ":"))
@@ -207,8 +207,8 @@ def main(argv=None) -> int:
         return 2
 
     from critscale.diagnostic.report import summary_text
-    from critscale.gpt2.corpus import build_corpus, byte_tokens
-    from critscale.gpt2.train import TrainConfig, cache_key, train_model
+    from critscale.trainer.corpus import build_corpus, byte_tokens
+    from critscale.trainer.train import TrainConfig, cache_key, train_model
     from critscale.models.load import ByteTokenizer, LoadedModel, load_model, quiet_transformers
 
     quiet_transformers()

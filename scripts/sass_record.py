@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     import numpy as np
     import triton
 
-    from critscale.provenance import git_commit
+    from critscale.page.provenance import git_commit
     from gpu_suite import table
 
     started = time.time()

@@ -39,7 +39,7 @@ def ci_results():
     """
 
     def load(notebook: str) -> dict:
-        from critscale.pagedata import load_results
+        from critscale.page.pagedata import load_results
 
         path = CI_RESULTS / f"{notebook}.json"
         if not path.exists():
@@ -68,6 +68,6 @@ def params(request):
     """The ci parameters (``params/ci/<NB>.yaml``) of the requesting module's notebook."""
     import yaml
 
-    from critscale.provenance import repo_root
+    from critscale.page.provenance import repo_root
 
     return yaml.safe_load((repo_root() / "params" / "ci" / f"{_notebook_of(request)}.yaml").read_text())

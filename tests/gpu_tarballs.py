@@ -1,7 +1,7 @@
 """Valid GPU session tarballs built in a test, to be mutated one defect at a time.
 
 ``results_files`` are the seven files of ``gpu_results.tar.gz`` (the CSVs written by the suite's own
-writer, ``scripts/gpu_suite/records.py``), ``book_files`` the members of ``gpu_book.tar.gz`` (tiny
+writer, ``scripts/gpu_suite/output.py``), ``book_files`` the members of ``gpu_book.tar.gz`` (tiny
 notebooks made with nbformat, as the build driver leaves them).  ``pack`` writes either as a tarball;
 ``with_provenance`` and ``edit_json`` change one field of a member.
 """
@@ -42,7 +42,7 @@ def provenance(**changes) -> dict:
 
 
 def _csv(name: str, records: list[dict]) -> bytes:
-    from gpu_suite.records import write_csv
+    from gpu_suite.output import write_csv
 
     with tempfile.TemporaryDirectory() as tmp:
         return write_csv(SimpleNamespace(out=tmp), name, records).read_bytes()

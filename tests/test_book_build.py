@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from critscale import gpu_records, tables
+from critscale.page import gpu_results, tables
 from critscale.bookbuild import downloads, pages, params, staging, summaries
 from critscale.bookbuild.__main__ import main
 from critscale.bookbuild.notebook import Layout, execute, outputs
@@ -430,8 +430,8 @@ def gpu_record():
     return json.loads((ROOT / "results" / "gpu" / "kernels_run.json").read_text())
 
 
-def test_committed_gpu_records_pass_the_schema():
-    names = gpu_records.validate_all(ROOT / "results" / "gpu")
+def test_committed_gpu_results_pass_the_schema():
+    names = gpu_results.validate_all(ROOT / "results" / "gpu")
     assert names, "no recorded GPU result found"
 
 
@@ -442,8 +442,8 @@ def test_invalid_gpu_record_is_refused_naming_the_field(gpu_record, field, value
     """Before the schema, {'device': 'my laptop', 'date_utc': 'yesterday', 'commit': 'none'} rendered."""
     bad = copy.deepcopy(gpu_record)
     bad["provenance"][field] = value
-    with pytest.raises(gpu_records.GpuRecordError, match=f"field '{field}'"):
-        gpu_records.validate(bad, "results/gpu/x.json")
+    with pytest.raises(gpu_results.GpuResultError, match=f"field '{field}'"):
+        gpu_results.validate(bad, "results/gpu/x.json")
 
 
 def test_invalid_gpu_record_fails_the_build_with_one_line(tmp_path, gpu_record):
@@ -514,13 +514,13 @@ def test_landing_page_pastes_the_markdown_a_box_glues(tmp_path):
 # ---------------------------------------------------------------- rerun and cite
 def test_wheel_installs_and_imports_and_the_archive_holds_the_notebooks(tmp_path):
     """The book links these two files; a reader installs the wheel with pip and runs a notebook."""
-    from critscale.provenance import git_commit
+    from critscale.page.provenance import git_commit
 
     archive = downloads.source_archive(ROOT, git_commit(), tmp_path / "downloads")
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert any(n.endswith("/notebooks/05_ladder.md") for n in names)
-    assert any(n.endswith("/src/critscale/pagedata.py") for n in names)
+    assert any(n.endswith("/src/critscale/page/pagedata.py") for n in names)
     wheel = downloads.wheel(archive, tmp_path / "downloads")
     assert wheel.name == downloads.wheel_name(ROOT)
     target = tmp_path / "target"
@@ -575,7 +575,7 @@ def test_a_downloaded_notebook_runs_with_only_the_books_wheel(tmp_path):
 def test_recorded_strings_carry_markdown_for_glue_md(tmp_path, monkeypatch):
     """A sentence built from the data and glued with {glue:md} needs a text/markdown form; without it
     the strict build fails ('No text/markdown found'), as it did for chapters 06-09."""
-    from critscale import pagedata
+    from critscale.page import pagedata
 
     monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("CRITSCALE_NOTEBOOK", "x")

@@ -80,7 +80,7 @@ def test_page_fits_its_column_at_1280_px(page, measured):
     assert not problems, f"{page} at {WIDE} px:\n" + "\n".join(problems)
 
 
-# Pages with a figure that has no phone layout (tests/test_pipeline.py, PHONE_LAYOUT_KNOWN says why), as strict xfails.
+# Pages with a figure that has no phone layout (tests/test_book_conventions.py, PHONE_LAYOUT_KNOWN says why), as strict xfails.
 PHONE_KNOWN: dict[str, str] = {}
 
 

@@ -256,7 +256,7 @@ def test_invariance_heading_and_sentence_follow_the_verdicts(critical):
     tail = text.split(";")[-1] if broken else ""
     listed = re.fullmatch(r" for (.*) neither rule holds at any target\.", tail).group(1) if broken else ""
     named = set(re.split(r", | and ", listed)) if listed else set()
-    for family in FAMILIES:  # by reader name (critscale.reader_names), never the code name
+    for family in FAMILIES:  # by reader name (critscale.page.reader_names), never the code name
         assert (cs.reader_names.reader_name(family) in named) == (family in broken), family
         assert not re.search(rf"\b{family}\b", tail) or family in ("planted", "simplex"), family
 

@@ -145,7 +145,7 @@ def test_simplex_threshold(planted, j):
 
 def test_the_recorded_numbers_are_one_table_recorded_in_one_call():
     """The last cell of the page records its numbers as one table of names and values
-    (critscale.pagedata.record_numbers) and its tables beside it; it was 60 cs.record calls, one per number."""
+    (critscale.page.pagedata.record_numbers) and its tables beside it; it was 60 cs.record calls, one per number."""
     import re
     from pathlib import Path
 

@@ -11,7 +11,7 @@ import pytest
 
 from critscale.diagnostic.design import QUERIES, length_grid
 from critscale.diagnostic.pipeline import MIN_NULL_WINDOWS, NULL_WINDOW_FACTOR
-from critscale.provenance import repo_root
+from critscale.page.provenance import repo_root
 
 pytestmark = pytest.mark.book
 NB = "13_gpt2_attention"

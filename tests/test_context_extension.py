@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from critscale import context_extension as ce
-from critscale.gpt2.train import TrainConfig, build_model
+from critscale.trainer.train import TrainConfig, build_model
 
 L = 16
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from critscale.cli import main
-from critscale.gpt2.corpus import build_corpus
+from critscale.trainer.corpus import build_corpus
 from checks import one_line_error
 
 TEXT = build_corpus("topics").heldout.decode("utf-8")
@@ -40,7 +40,7 @@ def _write(tmp_path, text, name="text.txt"):
 
 
 def test_diagnose_end_to_end(tiny_model, tmp_path, capsys):
-    """Tables, figures and the run record: the command, the inputs with SHA-256 hashes (of the bytes
+    """Tables, figures and the run manifest: the command, the inputs with SHA-256 hashes (of the bytes
     read for the streamed text), commit and date, in run.json, summary.json, summary.txt and the PNGs."""
     out = tmp_path / "out"
     text = _write(tmp_path, TEXT)

@@ -201,7 +201,7 @@ def test_force_refuses_a_record_that_is_not_a_diagnosis(qk, tmp_path, capsys):
     (out / "run.json").write_text("not a record")
     (out / "summary.txt").write_text("someone's summary")
     assert main(_args(qk, out, "--force")) == 2
-    one_line_error(capsys, "run.json is not the record of a diagnosis")
+    one_line_error(capsys, "run.json is not the manifest of a diagnosis")
     assert (out / "summary.txt").read_text() == "someone's summary" and (out / "run.json").read_text() == "not a record"
 
 
@@ -311,7 +311,7 @@ def test_no_progress_bar_precedes_the_error_line(tmp_path):
     """stderr is not a terminal: no bar (the old command drew 'diagnose: forwards 0%' before the error)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from critscale.gpt2.corpus import build_corpus
+    from critscale.trainer.corpus import build_corpus
 
     config = GPT2Config(n_layer=1, n_head=1, n_embd=16, n_positions=128, vocab_size=256,
                         bos_token_id=None, eos_token_id=None)

@@ -22,7 +22,7 @@ import torch
 from critscale.diagnostic import pipeline
 from critscale.diagnostic.design import make_design
 from critscale.diagnostic.report import write_outputs
-from critscale.diagnostic.rundir import run_record
+from critscale.diagnostic.rundir import run_manifest
 from critscale.diagnostic.schedule import Schedule
 from critscale.diagnostic.verdict import RULE_HTML, layer_cells, model_cells
 from critscale.diagnostic.windows import ArraySource
@@ -41,7 +41,7 @@ def run(tmp_path_factory):
                                     null_windows=8, null_replicates=0, backend="reference")
     out = tmp_path_factory.mktemp("run") / "out"
     out.mkdir()
-    write_outputs(diag, out, record=run_record(["diagnose", "--qk", "qk.npz", "--out", str(out)], []))
+    write_outputs(diag, out, manifest=run_manifest(["diagnose", "--qk", "qk.npz", "--out", str(out)], []))
     return out, Schedule.from_json(out / "schedule.json"), diag
 
 
@@ -75,7 +75,7 @@ def test_the_page_is_self_contained_and_leads_with_the_verdict(run):
 def test_the_page_of_a_run_without_figures_says_so(tmp_path, run):
     """--no-figures: the page says that the run wrote none instead of a silent empty section; run.json lists it."""
     _, _, diag = run
-    written = write_outputs(diag, tmp_path, record=run_record(["diagnose", "--qk", "qk.npz", "--no-figures"], []),
+    written = write_outputs(diag, tmp_path, manifest=run_manifest(["diagnose", "--qk", "qk.npz", "--no-figures"], []),
                             figures=False)
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "This run wrote no figures (--no-figures)." in page and "data:image/png" not in page

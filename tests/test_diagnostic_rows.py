@@ -153,3 +153,18 @@ def test_kernel_path_flags_the_same_degenerate_rows():
     ker = kernel_block_statistics(block, backend="reference")
     np.testing.assert_array_equal(ker["degenerate"], ref["degenerate"])
     np.testing.assert_array_equal(ref["degenerate"], ref["head"] == 0)
+
+
+def test_the_row_implementations_are_not_called_backends():
+    """One word, one meaning: ``BACKENDS`` is the kernels' (``triton-cuda``, ...); the choice between the float64
+    reference and the fused kernel is ``rows.IMPLEMENTATIONS``, and the command line offers exactly those."""
+    import argparse
+
+    from critscale import cli
+    from critscale.diagnostic import rows
+    from critscale.kernels import dispatch
+
+    assert not hasattr(rows, "BACKENDS")
+    assert dispatch.BACKENDS != rows.IMPLEMENTATIONS
+    diagnose = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["diagnose"]
+    assert next(a for a in diagnose._actions if a.dest == "backend").choices == rows.IMPLEMENTATIONS

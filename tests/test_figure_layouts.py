@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from critscale.pagedata import GLUE_PREFIX, NARROW_METADATA
+from critscale.page.pagedata import GLUE_PREFIX, NARROW_METADATA
 
 PNG = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"

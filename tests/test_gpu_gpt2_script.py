@@ -58,12 +58,12 @@ def test_smoke_file_holds_every_model_with_its_nulls_timings_and_loss(smoke):
 def test_smoke_file_is_what_chapter_13_reads(smoke):
     """The chapter's GPU section rebuilds each recorded model and draws it; a file it cannot read (a renamed
     table, a missing null) fails here, before a GPU run is spent on it."""
-    from critscale.diagnostic import compare, recorded
+    from critscale.diagnostic import compare, gpu_runs
 
     data, _ = smoke
-    diags = recorded.recorded_diagnoses(data)
-    assert set(diags) == {recorded.RECORDED_LABELS[k] for k in data["models"]}
-    text = recorded.recorded_text(data)
+    diags = gpu_runs.recorded_diagnoses(data)
+    assert set(diags) == {gpu_runs.RECORDED_LABELS[k] for k in data["models"]}
+    text = gpu_runs.recorded_text(data)
     assert f"commit `{data['provenance']['commit']}`" in text and text.count("heads beyond the null") == len(diags)
     lines = [compare.summary_line(name, d) for name, d in diags.items()]
     assert all(l["heads"] == len(d.heads) for l, d in zip(lines, diags.values()))

@@ -18,7 +18,7 @@ import pytest
 import gpu_tarballs as gt
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts" / "gpu_session"), str(ROOT / "scripts")]  # the session plumbing, gpu_suite
 
 import gpu_book  # noqa: E402
 import gpu_import  # noqa: E402
@@ -499,7 +499,7 @@ def test_refusals_on_the_command_line_are_one_line_and_exit_2(tmp_path, script, 
     else:
         gt.pack({"provenance.json": b"[]"}, path)
         args = ["import", str(path), "--dest", str(tmp_path / "dest")]
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_session" / script), *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -520,7 +520,7 @@ def test_a_tarball_that_is_no_file_is_refused_in_one_line(tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------------------------
-# The recorded results the book reads (critscale.gpu_records)
+# The recorded results the book reads (critscale.page.gpu_results)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -530,11 +530,11 @@ def test_a_tarball_that_is_no_file_is_refused_in_one_line(tmp_path, capsys):
     (lambda: b'{"provenance": "\xff"}', "not UTF-8"),  # before: UnicodeDecodeError
 ], ids=["infinity", "nan", "not-utf8"])
 def test_recorded_results_are_parsed_strictly(tmp_path, make, words):
-    from critscale import gpu_records
+    from critscale.page import gpu_results
 
     (tmp_path / "kernels_run.json").write_bytes(make())
-    with pytest.raises(gpu_records.GpuRecordError, match=words):
-        gpu_records.validate_all(tmp_path)
+    with pytest.raises(gpu_results.GpuResultError, match=words):
+        gpu_results.validate_all(tmp_path)
 
 
 @pytest.mark.parametrize("field, value", [("date_utc", "2026-02-30T00:00:00Z"), ("wall_time_s", math.inf),
@@ -543,7 +543,7 @@ def test_recorded_results_are_parsed_strictly(tmp_path, make, words):
 def test_recorded_results_provenance_values_are_checked(field, value):
     """Before: a date not of the calendar raised ValueError (a traceback in `check-gpu`); an infinite or zero
     wall time and versions naming torch alone passed."""
-    from critscale import gpu_records
+    from critscale.page import gpu_results
 
-    with pytest.raises(gpu_records.GpuRecordError, match=f"field '{field}'"):
-        gpu_records.validate({"provenance": gt.provenance(**{field: value})}, "results/gpu/x.json")
+    with pytest.raises(gpu_results.GpuResultError, match=f"field '{field}'"):
+        gpu_results.validate({"provenance": gt.provenance(**{field: value})}, "results/gpu/x.json")

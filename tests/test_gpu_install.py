@@ -1,6 +1,6 @@
 """critscale reaches a GPU machine as an installed package: its wheel, checked against the tree, never a copy.
 
-``scripts/gpu_critscale_wheel.py`` builds the wheel here and checks it there, module by module, against the
+``scripts/gpu_session/gpu_critscale_wheel.py`` builds the wheel here and checks it there, module by module, against the
 tree at the paths ``pyproject.toml`` maps (``critscale.kernels`` from ``kernels/``).
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts" / "gpu_session"), str(ROOT / "scripts")]  # the session plumbing, gpu_suite
 
 import gpu_critscale_wheel as gcw  # noqa: E402
 
@@ -59,7 +59,7 @@ def test_a_wheel_that_is_not_the_trees_is_refused_in_one_line(tmp_path, edit, wo
     modules = gcw.tree_modules()
     gcw.check_wheel(_wheel(tmp_path / "good.whl", modules))  # the tree's own modules pass
     edit(modules)
-    rebuild = "rebuild it with `.venv/bin/python scripts/gpu_critscale_wheel.py build"
+    rebuild = "rebuild it with `.venv/bin/python scripts/gpu_session/gpu_critscale_wheel.py build"
     with pytest.raises(gcw.Refused, match=rebuild) as err:
         gcw.check_wheel(_wheel(tmp_path / "critscale-0.1.0-py3-none-any.whl", modules))
     assert words in str(err.value) and "\n" not in str(err.value)
@@ -72,7 +72,7 @@ def test_install_refuses_a_stale_wheel_with_exit_2_and_installs_nothing(tmp_path
     modules["critscale/softmax.py"] = b"stale = True\n"
     _wheel(wheels / "critscale-0.1.0-py3-none-any.whl", modules)
     site = tmp_path / "site"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_critscale_wheel.py"), "install", str(wheels),
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_session" / "gpu_critscale_wheel.py"), "install", str(wheels),
                            str(site)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "critscale/softmax.py differs" in proc.stderr

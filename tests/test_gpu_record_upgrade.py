@@ -1,4 +1,4 @@
-"""GPU records reach every reader through one upgrade path: critscale.gpu_records.load upgrades a benchmark of
+"""GPU records reach every reader through one upgrade path: critscale.page.gpu_results.load upgrades a benchmark of
 schema 1 (the committed results/gpu/kernels_bench.json) to the current schema, and the readers of the old
 layout are gone.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from critscale import gpu_records
+from critscale.page import gpu_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = json.loads((ROOT / "results" / "gpu" / "kernels_bench.json").read_text())
@@ -81,9 +81,9 @@ def test_the_committed_benchmark_is_of_schema_1():
 
 
 def test_the_upgraded_benchmark_gives_the_rows_and_words_the_legacy_reader_gave_bit_for_bit():
-    bench = gpu_records.load("kernels_bench")
-    assert bench["schema"] == gpu_records.BENCH_SCHEMA and bench["upgraded_from"] == 1
-    rows = gpu_records.bench_rows(bench)
+    bench = gpu_results.load("kernels_bench")
+    assert bench["schema"] == gpu_results.BENCH_SCHEMA and bench["upgraded_from"] == 1
+    rows = gpu_results.bench_rows(bench)
     old = legacy_rows(RAW)
     assert len(rows) == len(old) == 41
     assert rows == old  # the same floats: the upgrade moves numbers, it recomputes none differently
@@ -93,10 +93,10 @@ def test_the_upgraded_benchmark_gives_the_rows_and_words_the_legacy_reader_gave_
 
 
 def test_a_current_record_is_returned_as_it_is():
-    current = {"schema": gpu_records.BENCH_SCHEMA, "records": [], "provenance": {}}
-    assert gpu_records.upgrade("kernels_bench", current) is current
+    current = {"schema": gpu_results.BENCH_SCHEMA, "records": [], "provenance": {}}
+    assert gpu_results.upgrade("kernels_bench", current) is current
     other = {"results": []}
-    assert gpu_records.upgrade("kernels_montecarlo", other) is other
+    assert gpu_results.upgrade("kernels_montecarlo", other) is other
 
 
 @pytest.mark.parametrize("edit, words", [
@@ -106,8 +106,8 @@ def test_a_current_record_is_returned_as_it_is():
 def test_a_file_of_neither_layout_is_refused_in_one_line(edit, words):
     data = copy.deepcopy(RAW)
     edit(data)
-    with pytest.raises(gpu_records.GpuRecordError, match=re.escape(words)) as err:
-        gpu_records.upgrade("kernels_bench", data)
+    with pytest.raises(gpu_results.GpuResultError, match=re.escape(words)) as err:
+        gpu_results.upgrade("kernels_bench", data)
     assert "results/gpu/kernels_bench.json" in str(err.value) and "\n" not in str(err.value)
 
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts" / "gpu_session"), str(ROOT / "scripts")]  # the session plumbing, gpu_suite
 
 from gpu_suite import floors, reference, table, work  # noqa: E402
 
@@ -175,24 +175,24 @@ def test_smoke_bench_renders_in_the_kernels_chapter(smoke, tmp_path):
     glued = {}
     bench = json.loads((smoke / "kernels_bench.json").read_text())
 
-    from critscale import gpu_records
+    from critscale.page import gpu_results
 
-    class GpuRecords:  # the page's view of results/gpu, pointed at the smoke run
-        bench_rows = staticmethod(gpu_records.bench_rows)
+    class GpuResults:  # the page's view of results/gpu, pointed at the smoke run
+        bench_rows = staticmethod(gpu_results.bench_rows)
 
         @staticmethod
         def load(name):
             path = smoke / f"{name}.json"
-            return gpu_records.upgrade(name, json.loads(path.read_text())) if path.exists() else None
+            return gpu_results.upgrade(name, json.loads(path.read_text())) if path.exists() else None
 
         @staticmethod
-        def show_gpu_record_note(data, what, **kw):
+        def show_gpu_result_note(data, what, **kw):
             pass
 
     import critscale as cs_real
     from types import SimpleNamespace
 
-    cs = SimpleNamespace(gpu_records=GpuRecords, record=lambda k, v, **kw: glued.__setitem__(k, v),
+    cs = SimpleNamespace(gpu_results=GpuResults, record=lambda k, v, **kw: glued.__setitem__(k, v),
                          record_figure=lambda k, fig: glued.__setitem__(k, fig), plotting=cs_real.plotting,
                          tables=cs_real.tables)
     import math
@@ -374,7 +374,7 @@ def test_gpu_book_import_refuses_incomplete_runs(tmp_path, case):
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / "keep").write_text("earlier")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_book.py"), "import", str(tar_path),
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_session" / "gpu_book.py"), "import", str(tar_path),
                            "--dest", str(dest)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     if case == "ok":
         assert proc.returncode == 0, proc.stderr
@@ -390,7 +390,7 @@ def test_wheelhouse_names_are_pinned_and_not_provided_by_the_gpu_image():
     otherwise), and none of them is one the wheelhouse file says the image already has."""
     import re
 
-    lines = (ROOT / "scripts" / "gpu_wheelhouse.txt").read_text().splitlines()
+    lines = (ROOT / "scripts" / "gpu_session" / "gpu_wheelhouse.txt").read_text().splitlines()
     names = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
     image = " ".join(ln for ln in lines if ln.startswith("#")).split("image has them", 1)[1]
     pins = {re.sub(r"[-_.]+", "-", ln.split("==")[0]).lower() for ln in (ROOT / "constraints.txt").read_text().splitlines()
@@ -402,13 +402,13 @@ def test_wheelhouse_names_are_pinned_and_not_provided_by_the_gpu_image():
 
 
 def _session_default(name: str) -> int:
-    match = re.search(rf"\$\{{{name}:-(\d+)\}}", (ROOT / "scripts" / "gpu_session.sh").read_text())
-    assert match, f"scripts/gpu_session.sh has no default for {name}"
+    match = re.search(rf"\$\{{{name}:-(\d+)\}}", (ROOT / "scripts" / "gpu_session" / "gpu_session.sh").read_text())
+    assert match, f"scripts/gpu_session/gpu_session.sh has no default for {name}"
     return int(match.group(1))
 
 
 def test_gpu_params_state_an_estimate_that_fits_the_device_command():
-    """Every gpu parameter file states its wall-time estimate (scripts/gpu_book.py schedules by it), and
+    """Every gpu parameter file states its wall-time estimate (scripts/gpu_session/gpu_book.py schedules by it), and
     every chapter's estimate fits the book's window in one device command: the session's deadline, less
     the results part (its budget and 30 s to finish its last point and pack) and the reserve for the last
     notebook; a gpu profile raised past what one command can run fails here."""
@@ -430,7 +430,7 @@ def test_session_fits_a_device_session_with_a_retry_of_the_results():
     time with a 90-s start, a minute of transfers and at least 3 minutes to spare; the earlier default
     budget of 270 s left 2.5 minutes and fails here."""
     session, results = _session_default("GPU_SESSION_S"), _session_default("GPU_RESULTS_BUDGET_S")
-    text = (ROOT / "scripts" / "gpu_session.sh").read_text()
+    text = (ROOT / "scripts" / "gpu_session" / "gpu_session.sh").read_text()
     assert "RESULTS_LIMIT_S=${GPU_RESULTS_LIMIT_S:-$(( BUDGET_S + 30 ))}" in text
     limit = results + 30
     assert session + 20 <= 600
@@ -441,7 +441,7 @@ def test_session_fits_a_device_session_with_a_retry_of_the_results():
 
 def _session(tmp_path, env, *args, timeout=60):
     base = {k: v for k, v in os.environ.items() if not k.startswith("GPU_")}
-    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh"), *args],
+    return subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session" / "gpu_session.sh"), *args],
                           env=dict(base, CRITSCALE_COMMIT="abcdef1234567", **env), capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 
@@ -525,7 +525,7 @@ def test_session_refuses_a_commit_that_is_not_a_sha(tmp_path):
     """Results recorded at 'unknown' or '<sha>+dirty' fail the book's schema check after the whole session;
     the script refuses them before anything runs (exit 2)."""
     for commit in ("unknown", "1f03a07d5d3f+dirty"):
-        proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session.sh"), str(tmp_path / "out")],
+        proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_session" / "gpu_session.sh"), str(tmp_path / "out")],
                               env=dict(os.environ, CRITSCALE_COMMIT=commit), capture_output=True, text=True,
                               timeout=60)
         assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -556,7 +556,7 @@ def test_gpu_import_refuses_results_of_another_protocol_or_generator(tmp_path, c
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / "kernels_bench.json").write_text("earlier")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_import.py"), str(folder), "--dest", str(dest)],
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_session" / "gpu_import.py"), str(folder), "--dest", str(dest)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     if case == "ok":
         assert proc.returncode == 0, proc.stderr
@@ -568,14 +568,14 @@ def test_gpu_import_refuses_results_of_another_protocol_or_generator(tmp_path, c
 
 @pytest.mark.slow
 def test_gpu_book_runs_notebooks_through_the_build_driver(tmp_path):
-    """scripts/gpu_book.py executes a notebook the way the Makefile does (python -m critscale.bookbuild
+    """scripts/gpu_session/gpu_book.py executes a notebook the way the Makefile does (python -m critscale.bookbuild
     notebook): the packed notebook has the driver's single parameter box with this build's values and no
     papermill copy, which a jupytext | papermill pipe would not give; the provenance names the notebook ok."""
     env = dict(os.environ, TRITON_INTERPRET="1", HF_HUB_OFFLINE="1", CRITSCALE_COMMIT="0123456789ab")
     env.pop("MPLBACKEND", None)
     site = tmp_path / "site"
     site.mkdir()
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_book.py"), "run", "--out", str(tmp_path),
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_session" / "gpu_book.py"), "run", "--out", str(tmp_path),
                            "--profile", "ci", "--site", str(site), "01_definitions"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

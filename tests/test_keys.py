@@ -1,9 +1,9 @@
-"""Tags of recorded keys (critscale.keys)."""
+"""Tags of recorded keys (critscale.page.keys)."""
 
 import numpy as np
 import pytest
 
-from critscale import keys
+from critscale.page import keys
 
 
 def test_key_c():

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from critscale.cache import models_cache
-from critscale.gpt2.corpus import build_corpus
+from critscale.trainer.corpus import build_corpus
 from critscale.models.capture import capture_qk, causal_logits
 from critscale.models.gguf_cache import SOURCE_FILE, dequantised_directory, file_sha256, gguf_file_of
 from critscale.models.load import load_model

@@ -1,4 +1,4 @@
-"""A figure's phone layout (critscale.narrowfigure): panels in one column, aligned, text at its own size.
+"""A figure's phone layout (critscale.page.narrowfigure): panels in one column, aligned, text at its own size.
 
 Before it, a two-panel figure set 7 in wide was the only layout: shown in a phone's 336 px column its
 9 pt text appeared at 4.6 pt.
@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from critscale import narrowfigure, plotting  # noqa: E402
+from critscale.page import narrowfigure, plotting  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NARROW = narrowfigure.NARROW_FIGURE_WIDTH_IN
@@ -161,7 +161,7 @@ def test_a_figure_text_among_the_panels_is_an_error_not_a_misplaced_label():
 
 
 def test_record_figure_saves_and_glues_the_phone_layout(tmp_path, monkeypatch):
-    from critscale import pagedata
+    from critscale.page import pagedata
 
     monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("CRITSCALE_NOTEBOOK", "nb")
@@ -188,7 +188,7 @@ def test_the_stylesheet_switches_layouts_at_the_width_the_figures_are_set_for():
 
 
 def test_a_figure_without_a_phone_layout_is_glued_wide_and_the_reason_stored(tmp_path, monkeypatch):
-    from critscale import pagedata
+    from critscale.page import pagedata
 
     monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("CRITSCALE_NOTEBOOK", "nb")

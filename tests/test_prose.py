@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import prose
-from critscale import reader_names
+from critscale.page import reader_names
 from critscale.families import STANDARD
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_reader_text_drops_code_labels_and_options():
 
 # ---------------------------------------------------------------- (a) reader names, no raw labels
 def test_no_code_name_of_a_family_in_reader_text():
-    """Families are called by their reader names (critscale.reader_names) in prose; `gauss` is for code only.
+    """Families are called by their reader names (critscale.page.reader_names) in prose; `gauss` is for code only.
     On the text before this test the chapters wrote 'ptail1', 'sphere3', 'planted_shrink', 'unif' as words."""
     assert _hits(CODE_NAME, CHAPTERS + [REPRO] + PAGES) == []
 
@@ -167,7 +167,7 @@ def test_every_reference_of_the_chapters_and_pages_resolves():
 
 # ---------------------------------------------------------------- (c) number format
 def test_no_e_notation_in_reader_text():
-    """Scientific numbers read 2.9×10⁻¹² (critscale.tables.format_number(..., plain=True)); no '2.9e-12' typed in
+    """Scientific numbers read 2.9×10⁻¹² (critscale.page.tables.format_number(..., plain=True)); no '2.9e-12' typed in
     prose and no {glue:text}`key:.1e` (eighteen of them before this test)."""
     assert _hits(E_NUMBER, CHAPTERS + [REPRO] + PAGES) == []
     found = []
@@ -248,8 +248,8 @@ def test_a_glued_table_names_families_by_reader_name_and_stores_the_registry_nam
     registry names the tests index by."""
     import pandas as pd
 
-    from critscale import pagedata
-    from critscale.tables import table_bundle
+    from critscale.page import pagedata
+    from critscale.page.tables import table_bundle
 
     frame = pd.DataFrame({"family": ["gauss", "planted_shrink", "sphere3"], "x": [1.0, 2.0, 3.0]})
     shown = table_bundle(pagedata.with_reader_names(frame))["text/markdown"]
@@ -270,8 +270,8 @@ def test_a_glued_table_maps_every_column_of_family_names_not_only_one_called_fam
     reader names, a column of other words ('scores', 'qk') is left as it is."""
     import pandas as pd
 
-    from critscale import pagedata
-    from critscale.tables import table_bundle
+    from critscale.page import pagedata
+    from critscale.page.tables import table_bundle
 
     frame = pd.DataFrame({"closest family": ["gauss", "planted", "edge"], "rows of": ["sphere4", "gauss", "sphere128"],
                           "kind": ["scores", "qk", "planted"], "x": [1.0, 2.0, 3.0]})
@@ -284,7 +284,7 @@ def test_a_glued_table_maps_every_column_of_family_names_not_only_one_called_fam
 
 def test_figure_stamps_name_the_seed_coordinates_in_words():
     """The stamp under a figure printed 'seeds [12697, f, n]'; it now reads 'seeds [12697, family, length]'."""
-    from critscale.plotting import seed_text
+    from critscale.page.plotting import seed_text
 
     assert seed_text("[12697, f, n]") == "[12697, family, length]"
     assert seed_text([2605, 12697, "f", "n"]) == "[2605, 12697, family, length]"
@@ -787,16 +787,16 @@ def test_chapter_12_prose_pastes_no_commit():
 def test_chapter_12_gpu_notes_point_to_the_provenance_box():
     """The note above each recorded GPU result named device, software, driver, commit, date and wall time in the
     prose; on chapter 12 it names the device and points to the box, which carries the rest."""
-    from critscale import gpu_records
+    from critscale.page import gpu_results
 
     data = {"provenance": {"device": "NVIDIA H200", "commit": "1f03a07d5d3f", "date_utc": "2026-11-30T00:55:50Z",
                            "versions": {"torch": "2.11.0"}, "driver": "580", "wall_time_s": 41.0}}
-    short = gpu_records.note_text(data, "Kernel tests", provenance_in_box=True)
+    short = gpu_results.note_text(data, "Kernel tests", provenance_in_box=True)
     assert "NVIDIA H200" in short and "provenance box" in short
     assert "1f03a07d5d3f" not in short and "2026-11-30" not in short and "torch" not in short
-    assert "1f03a07d5d3f" in gpu_records.note_text(data, "Kernel tests")  # other pages keep the full note
-    assert gpu_records.describe_in_box(data) == "torch 2.11.0; driver 580; wall time 41 s"
-    calls = re.findall(r"show_gpu_record_note\((.*?)\)\n", KERNELS.read_text(), flags=re.S)
+    assert "1f03a07d5d3f" in gpu_results.note_text(data, "Kernel tests")  # other pages keep the full note
+    assert gpu_results.describe_in_box(data) == "torch 2.11.0; driver 580; wall time 41 s"
+    calls = re.findall(r"show_gpu_result_note\((.*?)\)\n", KERNELS.read_text(), flags=re.S)
     assert len(calls) == 3 and all("provenance_in_box=True" in call for call in calls)
 
 
@@ -866,7 +866,7 @@ def test_glued_tables_name_families_by_reader_name(stem):
 def test_a_table_cell_keeps_a_code_span_as_code():
     """The reproducibility page's parameters are code (`families=['gauss']`); a table cell escaped every backtick
     and underscore, so a parameter could only be shown as text, with its family code names."""
-    from critscale.tables import to_markdown
+    from critscale.page.tables import to_markdown
 
     import pandas as pd
 
@@ -880,14 +880,14 @@ def test_recorded_dates_are_written_one_way():
     """The reproducibility page's table of GPU results listed '2026-11-30 00:37 UTC' beside
     '2026-11-30T00:56:40Z': one quantity, two formats.  Every recorded date is written as the page boxes write
     theirs."""
-    from critscale.gpu_records import date_text
+    from critscale.page.gpu_results import date_text
 
     assert date_text("2026-11-30T00:56:40Z") == "2026-11-30 00:56 UTC"
     assert date_text("2026-11-30 00:37 UTC") == "2026-11-30 00:37 UTC"
     assert date_text("2026-11-30T01:56:40+01:00") == "2026-11-30 00:56 UTC"
     with pytest.raises(ValueError, match="recorded date 'soon'"):
         date_text("soon")
-    assert 'cs.gpu_records.date_text(p["date_utc"])' in REPRO.read_text()
+    assert 'cs.gpu_results.date_text(p["date_utc"])' in REPRO.read_text()
 
 
 def test_chapter_12_provenance_box_writes_dates_as_the_book_does():
@@ -1035,10 +1035,10 @@ def test_chapters_13_and_14_glued_sentences_are_reader_text(path):
 def test_chapter_13_gpu_note_is_short_paragraphs_without_paths():
     """The note on the previous pipeline's GPU run was one paragraph of seven sentences ending on
     '(`scripts/gpu_gpt2.py`, ...)'; it is two paragraphs of reader text, the commit left to the provenance note."""
-    from critscale import gpu_records
-    from critscale.diagnostic.recorded import recorded_text
+    from critscale.page import gpu_results
+    from critscale.diagnostic.gpu_runs import recorded_text
 
-    data = gpu_records.load("gpt2_small_attention")
+    data = gpu_results.load("gpt2_small_attention")
     text = recorded_text(data, gauss_linear_share=0.7)
     paragraphs = text.split("\n\n")
     assert len(paragraphs) >= 2

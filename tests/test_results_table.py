@@ -1,4 +1,4 @@
-"""The result map (critscale.resultmap.RESULTS) names labels, functions and tests that exist.
+"""The result map (critscale.page.resultmap.RESULTS) names labels, functions and tests that exist.
 
 The table maps each labelled result of chapters 01-11 to its chapter, its function and its test.  This test
 fails when a result is added to a chapter without a row, when a label, function or test is renamed, or when a
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import critscale
-from critscale import resultmap
+from critscale.page import resultmap
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def test_the_map_is_data_not_read_from_the_package_docstring(monkeypatch):
     before = resultmap.results()
     monkeypatch.setattr(critscale, "__doc__", "")
     assert resultmap.results() == before and len(before) == 24
-    assert "import critscale" not in (ROOT / "src" / "critscale" / "resultmap.py").read_text()
+    assert "import critscale" not in (ROOT / "src" / "critscale" / "page" / "resultmap.py").read_text()
     assert all(isinstance(r, resultmap.Result) and r.functions and r.tests for r in resultmap.RESULTS)
     assert len({r.label for r in resultmap.RESULTS}) == len(resultmap.RESULTS)
 
@@ -72,7 +72,7 @@ def test_blank_missing_empties_missing_cells_of_float_columns_without_a_dtype_wa
 
     import pandas as pd
 
-    from critscale.tables import blank_missing
+    from critscale.page.tables import blank_missing
 
     df = pd.DataFrame({"x": [1.5, float("nan")], "s": ["a", None]})
     with warnings.catch_warnings():

@@ -1,8 +1,8 @@
-"""Intervals in tables are set compactly (critscale.tables.interval), not as "0.520 [0.462, 0.581]"."""
+"""Intervals in tables are set compactly (critscale.page.tables.interval), not as "0.520 [0.462, 0.581]"."""
 
 import math
 
-from critscale.tables import interval
+from critscale.page.tables import interval
 
 
 def test_symmetric_interval_is_plus_minus_with_two_digits_of_error():
@@ -28,7 +28,7 @@ def test_a_table_without_rows_is_a_line_saying_so():
     """Sphinx's LaTeX writer stops at a table with a header and no body (chapter 13's rule table in the ci build)."""
     import pandas as pd
 
-    from critscale.tables import to_markdown
+    from critscale.page.tables import to_markdown
 
     text = to_markdown(pd.DataFrame(columns=["family", "heads"]))
     assert "|" not in text and "No rows in this build" in text and "family, heads" in text
@@ -37,7 +37,7 @@ def test_a_table_without_rows_is_a_line_saying_so():
 
 def test_inline_math_gives_a_cells_words_to_prose():
     """A cell's \\(..\\) math in a sentence is $..$, unescaped (chapter 04 built it with chr(92) replacements)."""
-    from critscale.tables import inline_math
+    from critscale.page.tables import inline_math
 
     assert inline_math(r"only the \(\bar\kappa_n\) rule is consistent with \(H_0\)") == \
         r"only the $\bar\kappa_n$ rule is consistent with $H_0$"

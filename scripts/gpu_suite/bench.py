@@ -28,7 +28,7 @@ import traceback
 
 from . import counters, floors, reference, table, timing, work
 from .provenance import device_state
-from .records import write_csv, write_json
+from .output import write_csv, write_json
 
 SCHEMA = "critscale-bench/2"
 PHASES = ("kernel", "baselines", "autotuned")  # in this order; the counters run before the baselines

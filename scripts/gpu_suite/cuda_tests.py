@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .env import ROOT
-from .records import write_json
+from .output import write_json
 
 
 def pytest_child(args: list[str]) -> int:

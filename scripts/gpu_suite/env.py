@@ -1,7 +1,7 @@
 """Where the suite runs: the installed ``critscale``, the device, and the time budget.
 
 ``critscale`` (with ``critscale.kernels``) is imported as installed: on a GPU machine the session scripts
-install the wheel carried with the tree, checked against it (``scripts/gpu_critscale_wheel.py``).
+install the wheel carried with the tree, checked against it (``scripts/gpu_session/gpu_critscale_wheel.py``).
 The smoke mode (``--smoke``) runs everything at tiny sizes on the CPU with Triton's interpreter, which
 must be chosen before anything imports triton; the CUDA-only parts say why they are skipped.
 """
@@ -29,13 +29,13 @@ def ensure_importable() -> str:
     """Import ``critscale.kernels`` as installed; return where it was found.
 
     Raises :class:`ImportError` with what to do when critscale is not installed: on a GPU machine the session
-    scripts install the carried wheel (``scripts/gpu_critscale_wheel.py``), elsewhere ``pip install .``.
+    scripts install the carried wheel (``scripts/gpu_session/gpu_critscale_wheel.py``), elsewhere ``pip install .``.
     """
     try:
         kernels = importlib.import_module("critscale.kernels")
     except ImportError as err:
         raise ImportError(f"critscale.kernels cannot be imported ({err}): install critscale (`pip install .`, "
-                          "or `python3 scripts/gpu_critscale_wheel.py install .whl SITE` with SITE on PYTHONPATH)"
+                          "or `python3 scripts/gpu_session/gpu_critscale_wheel.py install .whl SITE` with SITE on PYTHONPATH)"
                           ) from None
     return f"installed package ({Path(kernels.__file__).parents[1]})"
 

@@ -19,7 +19,7 @@ import traceback
 
 import numpy as np
 
-from .records import write_csv, write_json
+from .output import write_csv, write_json
 
 FAMILIES = ("gauss", "ptail1", "ptail3", "logexp", "edge", "unif", "sphere3", "sphere5", "planted", "simplex",
             "planted_shrink")

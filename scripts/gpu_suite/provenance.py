@@ -102,7 +102,7 @@ def provenance(run, section_start: float, script: str = "scripts/gpu_results.py"
     import torch
     import triton
 
-    from critscale import provenance as prov
+    from critscale.page import provenance as prov
 
     cuda = torch.cuda.is_available() and run.device == "cuda"
     props = torch.cuda.get_device_properties(0) if cuda else None

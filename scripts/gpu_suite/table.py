@@ -131,7 +131,7 @@ class Sizes:
 
 
 SIZES = {
-    # sized for one device command (scripts/gpu_session.sh): the kernels at 2^12 (fixed costs), 2^16 and 2^20
+    # sized for one device command (scripts/gpu_session/gpu_session.sh): the kernels at 2^12 (fixed costs), 2^16 and 2^20
     # (the size of the design goals), sampled also at 2^24; eager, torch.compile (default and max-autotune) and
     # the compiled ladder at every baseline n up to 2^20, the size of the goals; the beta loop (32 compiled
     # calls) to 2^16.  Eager at 2^20 streams 512 row chunks of 2 GiB temporaries (seconds per call): the

@@ -203,27 +203,27 @@ def _diagnose(args, argv) -> int:
     created = bool(out_path) and not _lexists(out_path)
     out = check_out_dir(args.out, force=args.force)
     try:
-        diag, record, written = _run(args, argv, nulls, device, backend, out)
+        diag, manifest, written = _run(args, argv, nulls, device, backend, out)
     except BaseException:
         if created:
             _remove_if_empty(out)  # the outputs' staging folder is gone already: nothing of this run is left
         raise
     from .diagnostic.report import summary_text
 
-    print(summary_text(diag, record))
+    print(summary_text(diag, manifest))
     print(f"\nwrote {len(written)} files to {out}: " + ", ".join(p.name for p in written))
     return 0
 
 
 def _run(args, argv, nulls, device, backend, out):
-    """Compute the diagnosis and write it into ``out``; returns the diagnosis, its record and the paths."""
+    """Compute the diagnosis and write it into ``out``; returns the diagnosis, its manifest and the paths."""
     from .diagnostic.report import write_outputs
-    from .diagnostic.rundir import run_record
+    from .diagnostic.rundir import run_manifest
 
     diag, inputs = _compute(args, nulls, device, backend)
-    record = run_record(argv, inputs)
-    written = write_outputs(diag, out, record=record, figures=not args.no_figures, rows=args.rows)
-    return diag, record, written
+    manifest = run_manifest(argv, inputs)
+    written = write_outputs(diag, out, manifest=manifest, figures=not args.no_figures, rows=args.rows)
+    return diag, manifest, written
 
 
 def _lexists(path) -> bool:

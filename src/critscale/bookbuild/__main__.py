@@ -16,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ..gpu_records import GpuRecordError, commit_in_history, validate_all
+from ..page.gpu_results import GpuResultError, commit_in_history, validate_all
 from . import downloads, site
 from .notebook import Layout, SourceError, execute, notebook_names
 from .params import ParameterError
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check-gpu":
         try:
             validate_all(layout.root / "results" / "gpu")
-        except GpuRecordError as err:
+        except GpuResultError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
         if commit_in_history("HEAD") is None:

@@ -39,7 +39,7 @@ def _directive():
     from myst_nb.ext.glue.directives import PasteFigureDirective
     from myst_nb.ext.glue.utils import RetrievalError, retrieve_glue_data
 
-    from ..pagedata import NARROW_METADATA
+    from ..page.pagedata import NARROW_METADATA
 
     class TwoLayoutFigure(PasteFigureDirective):
         """``{glue:figure}`` with the figure's phone layout beside its wide one (module docstring)."""

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ..plotting import MIN_TEXT_PT, parse_text_size_description
+from ..page.plotting import MIN_TEXT_PT, parse_text_size_description
 from .browser import Measurement
 
 PT_PER_CSS_PX = 0.75

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from ..provenance import git_commit
-from .. import reader_names
+from ..page import reader_names
+from ..page.provenance import git_commit
 from . import downloads, latexstructure, summaries
 from .notebook import Layout, notebook_names
 
@@ -124,8 +124,8 @@ def _recorded_tables(layout: Layout, folder: Path) -> None:
     """
     import pandas as pd
 
-    from ..pagedata import load_results, with_reader_names
-    from ..tables import to_markdown
+    from ..page.pagedata import load_results, with_reader_names
+    from ..page.tables import to_markdown
 
     for path in sorted(layout.results.glob("*.json")):
         values = load_results(path.stem, layout.results).get("values", {})

@@ -6,7 +6,7 @@ without structure *of the same scale*, never with another model's null.  :func:`
 collects what a reader compares across models; :func:`operating_table` and :func:`null_table` put
 it in two tables (the operating point first, because it does not depend on how kappa is defined);
 :func:`compare_figure` and :func:`entropy_figure` draw it.  A recorded GPU run goes through the same
-tables and figures after :mod:`.recorded` has rebuilt its diagnoses.
+tables and figures after :mod:`.gpu_runs` has rebuilt its diagnoses.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def summary_line(model: str, diag: Diagnosis) -> dict:
 
 def attention_kind(config, causal: bool) -> str:
     """Which keys a model's rows hold: causal or bidirectional, and its sliding-window layers, if any."""
-    from critscale.models.families import sliding_windows
+    from critscale.models.architectures import sliding_windows
 
     windows = sliding_windows(config)
     sliding = [w for w in windows if w is not None]
@@ -167,9 +167,9 @@ QK_NULL_NAMES = {"gauss_qk": "Gaussian null", "sink_qk": "sink null"}
 
 
 def null_name(unit: str) -> str:
-    """The reader name of a null (:data:`.nulls.NULLS`): its family's (:func:`critscale.reader_names.reader_name`),
+    """The reader name of a null (:data:`.nulls.NULLS`): its family's (:func:`critscale.page.reader_names.reader_name`),
     or for a q/k null :data:`QK_NULL_NAMES`'."""
-    from critscale.reader_names import reader_name
+    from critscale.page.reader_names import reader_name
 
     from .nulls import NULLS
 
@@ -262,8 +262,8 @@ def entropy_figure(diags: dict[str, Diagnosis]):
 
 def sig(value: float, digits: int = 3) -> str:
     """``value`` to ``digits`` significant digits as prose writes it: trailing zeros kept (0.30, 1.70), fixed notation
-    from 10⁻³ to 10⁴, else 2.9×10⁻¹² (:func:`critscale.tables.format_number`)."""
-    from critscale.tables import format_number
+    from 10⁻³ to 10⁴, else 2.9×10⁻¹² (:func:`critscale.page.tables.format_number`)."""
+    from critscale.page.tables import format_number
 
     value = float(value)
     if not np.isfinite(value) or value == 0 or not 1e-3 <= abs(value) < 1e4:
@@ -340,7 +340,7 @@ def read_window(config) -> int | None:
 
     A model with sliding-window layers is read only up to its shortest window (longer rows are windows, not the
     full rows the diagnostic reads), so no growth factor is given beyond it."""
-    from critscale.models.families import sliding_windows
+    from critscale.models.architectures import sliding_windows
 
     windows = [w for w in sliding_windows(config) if w is not None]
     return int(min(windows)) if windows else None
@@ -425,7 +425,7 @@ def calibration_table(rates: dict) -> pd.DataFrame:
 
 def rule_accuracy_table(accuracy: pd.DataFrame) -> pd.DataFrame:
     """:func:`.calibration.rule_accuracy`'s table by reader names: each rule null family and the rule it needs."""
-    from critscale.reader_names import reader_name
+    from critscale.page.reader_names import reader_name
 
     out = accuracy.copy()
     if len(out):

@@ -1,8 +1,8 @@
 """Figures of the diagnostic, one function per figure, each head beside the null heads.
 
 Every function takes a :class:`.pipeline.Diagnosis` and returns a matplotlib figure; :func:`save_all`
-writes them as PNG files with the run record in their metadata.  Colours: one per law, from the
-colour-blind-safe palette of :mod:`critscale.plotting` (linear = blue, power = green, step =
+writes them as PNG files with the run manifest in their metadata.  Colours: one per law, from the
+colour-blind-safe palette of :mod:`critscale.page.plotting` (linear = blue, power = green, step =
 vermillion); null heads are black or grey.  Figures are at most 7 inches wide with text of at least
 9 pt, so that they are readable at the book's page width.
 """
@@ -248,15 +248,15 @@ FIGURES = {"kappa_vs_n": kappa_vs_n, "head_maps": head_maps, "profiles": profile
            "entropy_curves": entropy_curves, "operating_points": operating_points, "law_shares": law_shares}
 
 
-def save_all(diag, out_dir, *, record: dict | None = None) -> list[Path]:
-    """Write every figure of :data:`FIGURES` as ``<name>.png`` (run record in the PNG metadata)."""
-    from critscale import plotting
+def save_all(diag, out_dir, *, manifest: dict | None = None) -> list[Path]:
+    """Write every figure of :data:`FIGURES` as ``<name>.png`` (run manifest in the PNG metadata)."""
+    from critscale.page import plotting
 
     plt = _plt()
     plotting.setup()
     metadata = {"Software": "critscale diagnose"}
-    if record is not None:
-        metadata["Description"] = json.dumps({k: record[k] for k in ("command", "inputs", "commit", "date_utc")})
+    if manifest is not None:
+        metadata["Description"] = json.dumps({k: manifest[k] for k in ("command", "inputs", "commit", "date_utc")})
     written = []
     for name, make in FIGURES.items():
         fig = make(diag)

@@ -2,7 +2,7 @@
 
 The verdict first (the model's rule, share and beta growth, :mod:`.verdict`), then the per-layer table, the
 figures (the run's PNG files embedded as ``data:`` URIs), the null heads beside the model's heads (the
-null table of the summary), and the provenance (the run record: command, inputs, commit, versions, device,
+null table of the summary), and the provenance (the run manifest: command, inputs, commit, versions, device,
 and the cache directory with ``CRITSCALE_CACHE``).
 Plain HTML with inline CSS, no script, no external file or address: the page reads the same from a copied
 directory on a machine without a network.  Tables fit a 1280 px window.
@@ -131,31 +131,31 @@ def nulls_section(diag) -> str:
             f"({_e(meta.get('design_text', ''))}).</p></section>")
 
 
-def provenance_section(record: dict | None, outputs: list[str]) -> str:
-    """The run record: command, inputs with their SHA-256, commit, date, device, versions, cache directory."""
+def provenance_section(manifest: dict | None, outputs: list[str]) -> str:
+    """The run manifest: command, inputs with their SHA-256, commit, date, device, versions, cache directory."""
     from .rundir import cache_description
 
-    cache_line = (record or {}).get("cache") or cache_description()
+    cache_line = (manifest or {}).get("cache") or cache_description()
     rows = []
-    if record is not None:
-        rows += [["command", record.get("command", "")], ["commit", record.get("commit", "")],
-                 ["date", record.get("date_utc", "")], ["device", record.get("device", "")],
-                 ["python", record.get("python", "")]]
-        for entry in record.get("inputs", []):
+    if manifest is not None:
+        rows += [["command", manifest.get("command", "")], ["commit", manifest.get("commit", "")],
+                 ["date", manifest.get("date_utc", "")], ["device", manifest.get("device", "")],
+                 ["python", manifest.get("python", "")]]
+        for entry in manifest.get("inputs", []):
             rows.append([f"input: {entry.get('role', '')}", f"{entry.get('path', '')} (sha256 {entry.get('sha256')})"])
-        rows += [[f"package {k}", v] for k, v in (record.get("packages") or {}).items()]
+        rows += [[f"package {k}", v] for k, v in (manifest.get("packages") or {}).items()]
     rows += [["cache directory", cache_line], ["files of this run", ", ".join(outputs + ["run.json"])]]
     return f"<section id=\"provenance\"><h2>Provenance</h2>{_table(['', ''], rows)}</section>"
 
 
-def report_html(diag, schedule: Schedule, record: dict | None, figures: dict[str, Path], outputs: list[str]) -> str:
+def report_html(diag, schedule: Schedule, manifest: dict | None, figures: dict[str, Path], outputs: list[str]) -> str:
     """The whole page (module docstring)."""
     title = f"critscale diagnosis: {diag.meta.get('input', '')}"
     meta = diag.meta
     lead = (f"<p class=\"note\">{_e(meta.get('windows', '?'))} windows of {_e(meta.get('window_length', '?'))} "
             f"tokens; {_e(meta.get('design_text', ''))}.</p>")
     body = "".join([f"<h1>{_e(title)}</h1>", lead, verdict_section(schedule), layer_section(schedule),
-                    figures_section(figures), nulls_section(diag), provenance_section(record, outputs)])
+                    figures_section(figures), nulls_section(diag), provenance_section(manifest, outputs)])
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title><style>{CSS}</style></head><body>{body}</body></html>\n")

@@ -373,7 +373,7 @@ def resolve_length(context: int, max_len: int | None, what: str = "") -> int:
     """The window length: ``max_len``, or min(1024, the model's context); checked against the context.
 
     ``what`` says what sets the context when it is not the position table (a sliding window,
-    :func:`critscale.models.families.context_limit`); the message then names it.
+    :func:`critscale.models.architectures.context_limit`); the message then names it.
     """
     if max_len is None:
         return min(1024, int(context))
@@ -385,7 +385,7 @@ def resolve_length(context: int, max_len: int | None, what: str = "") -> int:
 
 def _model_length(loaded, max_len: int | None) -> int:
     """:func:`resolve_length` for a loaded model, naming its sliding window when that is what limits it."""
-    from critscale.models.families import context_limit
+    from critscale.models.architectures import context_limit
 
     return resolve_length(loaded.context, max_len, context_limit(loaded.config)[1])
 
@@ -476,7 +476,7 @@ def diagnose(model, tokenizer, texts, *, max_len: int | None = None, max_windows
     The model's attention implementation and training mode are put back afterwards.  Returns the
     :class:`Diagnosis` that ``critscale diagnose --model`` computes.
     """
-    from critscale.models.families import check_config
+    from critscale.models.architectures import check_config
     from critscale.models.load import LoadedModel
 
     config = getattr(model, "config", None)

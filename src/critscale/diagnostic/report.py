@@ -3,9 +3,9 @@
 Tables (CSV): ``heads.csv`` (one line per head), ``nulls.csv`` (one line per null head, the same
 columns plus its construction and known law), ``bins.csv`` (per unit and context length),
 ``entropy_curves.csv``, ``profiles.csv`` and, when asked, ``rows.csv.gz`` (every row read).
-``summary.json`` holds the design, the rule references, the counts, the model's verdict and the run record;
+``summary.json`` holds the design, the rule references, the counts, the model's verdict and the run manifest;
 ``summary.txt`` the plain-text summary that the command prints, which leads with the verdict (:mod:`.verdict`).
-``schedule.json`` is the verdict per layer and the schedule to apply (:mod:`.schedule`), with the run record;
+``schedule.json`` is the verdict per layer and the schedule to apply (:mod:`.schedule`), with the run manifest;
 ``report.html`` one self-contained page of it all (:mod:`.htmlreport`).  Figures: :mod:`.figures`.
 """
 
@@ -60,14 +60,14 @@ def degenerate_warning(diag: Diagnosis) -> list[str]:
             f"they have no law, sink, kappa, gamma or rule (null spread: {diag.meta['null_spread_from']})"]
 
 
-def summary_text(diag: Diagnosis, record: dict | None = None, schedule: Schedule | None = None) -> str:
+def summary_text(diag: Diagnosis, manifest: dict | None = None, schedule: Schedule | None = None) -> str:
     """Plain-text summary: the verdict first (``schedule``, by default :func:`.schedule.layer_schedule` of ``diag``),
     then the operating point, laws, gamma and rules beside the nulls."""
     h, nulls, meta = diag.heads, diag.nulls.set_index("unit"), diag.meta
     ref = nulls.loc[REFERENCE_NULL] if REFERENCE_NULL in nulls.index else None
     lines = []
-    if record is not None:
-        lines += [f"command: {record['command']}", f"commit {record['commit']}, {record['date_utc']}", ""]
+    if manifest is not None:
+        lines += [f"command: {manifest['command']}", f"commit {manifest['commit']}, {manifest['date_utc']}", ""]
     lines += verdict_lines(schedule if schedule is not None else layer_schedule(diag)) + [""]
     intervals = ("95% bootstrap intervals over windows" if meta["intervals"] else
                  f"no intervals: they need at least {meta['min_windows_for_intervals']} windows")
@@ -124,7 +124,7 @@ def summary_text(diag: Diagnosis, record: dict | None = None, schedule: Schedule
     return "\n".join(lines)
 
 
-def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = True, rows: bool = False) -> list[Path]:
+def write_outputs(diag: Diagnosis, out_dir, *, manifest: dict, figures: bool = True, rows: bool = False) -> list[Path]:
     """Write tables, summaries, figures and ``run.json`` into ``out_dir`` (checked by :mod:`.rundir`).
 
     Every file is written into a staging folder there and renamed into place, ``run.json`` last
@@ -133,18 +133,18 @@ def write_outputs(diag: Diagnosis, out_dir, *, record: dict, figures: bool = Tru
     out = Path(out_dir)
     if rows and diag.rows is None:
         raise ValueError("rows were not kept: diagnose with keep_rows=True to write rows.csv.gz")
-    record = {**record, "schedule": SCHEDULE_FILE, "report": REPORT_FILE}
+    manifest = {**manifest, "schedule": SCHEDULE_FILE, "report": REPORT_FILE}
     with staging(out) as stage:
-        written = _write_files(diag, stage, record=record, figures=figures, rows=rows)
-        return commit(stage, out, written, record)
+        written = _write_files(diag, stage, manifest=manifest, figures=figures, rows=rows)
+        return commit(stage, out, written, manifest)
 
 
-def _write_files(diag: Diagnosis, out: Path, *, record: dict, figures: bool, rows: bool) -> list[Path]:
+def _write_files(diag: Diagnosis, out: Path, *, manifest: dict, figures: bool, rows: bool) -> list[Path]:
     """Tables, summaries, the schedule, figures and the HTML report in ``out``; returns their paths."""
     from .htmlreport import report_html
 
     schedule = layer_schedule(diag)
-    schedule.run = record
+    schedule.run = manifest
     written = []
     tables = [("heads", diag.heads), ("nulls", diag.nulls), ("bins", diag.bins), ("entropy_curves", diag.curves),
               ("profiles", diag.profiles)] + ([("rows", diag.rows)] if rows else [])
@@ -152,21 +152,21 @@ def _write_files(diag: Diagnosis, out: Path, *, record: dict, figures: bool, row
         path = out / (f"{name}.csv.gz" if name == "rows" else f"{name}.csv")
         frame.to_csv(path, index=False)
         written.append(path)
-    from critscale.pagedata import _json_safe, plain
+    from critscale.page.pagedata import _json_safe, plain
 
     summary = {**diag.meta, "law_counts": law_counts(diag), "regime_counts": regime_counts(diag),
                "sink_heads": int(diag.heads["sink"].sum()),
                "degenerate_head_count": len(diag.meta.get("degenerate_heads", [])),
-               "verdict": schedule.to_dict()["model"], "schedule": SCHEDULE_FILE, "run": record}
+               "verdict": schedule.to_dict()["model"], "schedule": SCHEDULE_FILE, "run": manifest}
     (out / "summary.json").write_text(json.dumps(_json_safe(plain(summary)), indent=1) + "\n")
-    (out / "summary.txt").write_text(summary_text(diag, record, schedule) + "\n")
+    (out / "summary.txt").write_text(summary_text(diag, manifest, schedule) + "\n")
     written += [out / "summary.json", out / "summary.txt", schedule.to_json(out / SCHEDULE_FILE)]
     pngs = []
     if figures:
         from .figures import save_all
 
-        pngs = save_all(diag, out, record=record)
+        pngs = save_all(diag, out, manifest=manifest)
         written += pngs
-    page = report_html(diag, schedule, record, {p.stem: p for p in pngs}, [p.name for p in written])
+    page = report_html(diag, schedule, manifest, {p.stem: p for p in pngs}, [p.name for p in written])
     (out / REPORT_FILE).write_text(page, encoding="utf-8")
     return written + [out / REPORT_FILE]

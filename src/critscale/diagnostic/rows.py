@@ -35,7 +35,9 @@ from .windows import QKBlock
 # Temperature grid in units of the model's own beta (= 1 on its logits).
 BETA_GRID = np.geomspace(1 / 16, 16, 9)
 MODEL_BETA = int(np.flatnonzero(np.isclose(BETA_GRID, 1.0))[0])
-BACKENDS = ("auto", "reference", "kernel")
+# Which implementation computes the row statistics (the command line's --backend): the float64 reference or the
+# fused q.k kernel; the kernels' own backends are another choice (critscale.kernels.dispatch.BACKENDS).
+IMPLEMENTATIONS = ("auto", "reference", "kernel")
 
 
 def row_statistics(rows: np.ndarray, *, betas: np.ndarray = BETA_GRID, shape_k: int = SHAPE_K) -> dict:
@@ -118,8 +120,8 @@ def kernel_available() -> bool:
 
 def resolve_backend(backend: str) -> str:
     """``auto``: the fused kernel on CUDA when it is available, else the float64 reference."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    if backend not in IMPLEMENTATIONS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {IMPLEMENTATIONS}")
     if backend == "auto":
         return "kernel" if kernel_available() else "reference"
     if backend == "kernel" and not kernel_available():

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from critscale import provenance
+from critscale.page import provenance
 
 RUN_FILE = "run.json"
 TABLES = ("heads.csv", "nulls.csv", "bins.csv", "entropy_curves.csv", "profiles.csv", "rows.csv.gz")
@@ -43,7 +43,7 @@ FIGURE_NAMES = ("kappa_vs_n", "head_maps", "profiles", "entropy_curves", "operat
 OUTPUT_NAMES = TABLES + TEXTS + tuple(f"{name}.png" for name in FIGURE_NAMES) + (RUN_FILE,)
 STAGING_PREFIX = ".critscale-staging-"
 """Name of the staging folder of a run in progress: this prefix and the process id."""
-MAX_RUN_FILE_BYTES = 1 << 20  # a run.json is a few kB; a larger one is not a record of a diagnosis
+MAX_RUN_FILE_BYTES = 1 << 20  # a run.json is a few kB; a larger one is not a manifest of a diagnosis
 COMMAND = "python -m critscale diagnose"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -128,19 +128,19 @@ def check_out_dir(path, *, force: bool = False) -> Path:
 def _recorded_outputs(out: Path) -> dict[str, str]:
     """Output name -> SHA-256 as the directory's own ``run.json`` records them ({} without one)."""
     path = out / RUN_FILE
-    info = _lstat(path, "run record")
+    info = _lstat(path, "run manifest")
     if info is None:
         return {}
     problem = None
     if not stat.S_ISREG(info.st_mode):
         problem = f"is {_kind(info.st_mode)}, not a file"
     elif info.st_size > MAX_RUN_FILE_BYTES:
-        problem = f"holds {info.st_size} bytes, more than a run record ({MAX_RUN_FILE_BYTES})"
+        problem = f"holds {info.st_size} bytes, more than a run manifest ({MAX_RUN_FILE_BYTES})"
     else:
         try:
-            record = json.loads(path.read_bytes().decode("utf-8"))
-            entries = record["outputs"]
-            if not (isinstance(record["command"], str) and record["command"].startswith(COMMAND)):
+            manifest = json.loads(path.read_bytes().decode("utf-8"))
+            entries = manifest["outputs"]
+            if not (isinstance(manifest["command"], str) and manifest["command"].startswith(COMMAND)):
                 raise ValueError
             recorded = {e["file"]: e["sha256"] for e in entries}
             if not all(isinstance(n, str) and isinstance(h, str) and _SHA256.fullmatch(h)
@@ -148,7 +148,7 @@ def _recorded_outputs(out: Path) -> dict[str, str]:
                 raise ValueError
             return recorded
         except (ValueError, KeyError, TypeError, AttributeError):
-            problem = f"is not the record of a diagnosis (JSON with '{COMMAND} ...' and its outputs)"
+            problem = f"is not the manifest of a diagnosis (JSON with '{COMMAND} ...' and its outputs)"
     raise OutputError(f"--out {shown(out)}: {RUN_FILE} {problem}; --force replaces only what a diagnosis recorded "
                       "there: move it away or give a new directory")
 
@@ -229,14 +229,14 @@ def staging(out: Path):
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def commit(stage: Path, out: Path, written: list[Path], record: dict) -> list[Path]:
+def commit(stage: Path, out: Path, written: list[Path], manifest: dict) -> list[Path]:
     """Write ``run.json`` beside the staged ``written`` files and rename them all into ``out``, ``run.json`` last.
 
     The earlier diagnosis's files (:func:`previous_outputs`) are removed first, its ``run.json`` before
     the others.  When a rename fails, the files already renamed are removed: ``out`` never holds part
     of a run beside a ``run.json``.  Returns the paths in ``out``.
     """
-    staged = list(written) + [write_run_record(stage, record, written)]
+    staged = list(written) + [write_run_manifest(stage, manifest, written)]
     for name in previous_outputs(out):
         (out / name).unlink()
     moved = []
@@ -286,7 +286,7 @@ def cache_description() -> str:
     return f"{cache.cache_root()} ({origin})"
 
 
-def run_record(argv, inputs: list[dict]) -> dict:
+def run_manifest(argv, inputs: list[dict]) -> dict:
     """Command, inputs, commit, date, device, versions and cache directory of this run."""
     return {"command": " ".join(["python -m critscale"] + [str(a) for a in argv]),
             "inputs": inputs, "commit": provenance.git_commit(),
@@ -295,9 +295,9 @@ def run_record(argv, inputs: list[dict]) -> dict:
             "packages": provenance.package_versions(), "cache": cache_description()}
 
 
-def write_run_record(out: Path, record: dict, written: list[Path]) -> Path:
-    """``run.json``: the run record plus every output with its SHA-256."""
+def write_run_manifest(out: Path, manifest: dict, written: list[Path]) -> Path:
+    """``run.json``: the run manifest plus every output with its SHA-256."""
     path = out / RUN_FILE
     outputs = [{"file": p.name, "sha256": sha256_file(p)} for p in written]
-    path.write_text(json.dumps({**record, "outputs": outputs}, indent=1) + "\n")
+    path.write_text(json.dumps({**manifest, "outputs": outputs}, indent=1) + "\n")
     return path

@@ -230,7 +230,7 @@ class Schedule:
     layers: list[dict]  # one verdict per layer, ascending layer
     model: dict  # the verdict over all heads
     source: dict = field(default_factory=dict)  # what was read: input, design, windows, levels, seed
-    run: dict | None = None  # the run record of the command that wrote it, when written by one
+    run: dict | None = None  # the run manifest of the command that wrote it, when written by one
 
     def __post_init__(self):
         if isinstance(self.read_length, bool) or int(self.read_length) != self.read_length or self.read_length < 2:

@@ -3,8 +3,8 @@
 - :mod:`.load`: load a model and its tokenizer from a hub name, a local directory or a GGUF file, offline-safe;
 - :mod:`.interface`: the capturing attention function, registered with transformers' ``AttentionInterface``, which
   reads any architecture whose attention goes through it (falcon, bloom, mpt do not: refused by name);
-- :mod:`.families`: what the capture reads of a configuration (sizes, context, sliding windows), and the size
-  checks per architecture (:mod:`.gpt2_family`, :mod:`.llama_family`, any other);
+- :mod:`.architectures`: what the capture reads of a configuration (sizes, context, sliding windows), and the size
+  checks per architecture (:mod:`.gpt2`, :mod:`.llama`, any other), the one that applies picked by :mod:`.registry`;
 - :mod:`.gguf_cache`: GGUF files, dequantised once to float32 and cached (:mod:`.gguf_header` checks their
   header, :mod:`.verified_cache` the cache's files against their recorded hashes);
 - :mod:`.model_size`: a configuration's sizes, checked against this machine's memory before a model is built;

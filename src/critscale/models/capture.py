@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import torch
 
 from .errors import SequenceTooLongError, UnsupportedModelError
-from .families import check_config, context_limit, shape_of
-from .gpt2_family import attention_scale
+from .architectures import check_config, context_limit, shape_of
+from .gpt2 import attention_scale
 from .interface import calls_of, recording
 
 __all__ = ["CapturedQK", "attention_check", "attention_scale", "capture_qk", "causal_logits", "expand_kv_heads",

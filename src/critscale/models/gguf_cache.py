@@ -33,11 +33,11 @@ from ..cache import models_cache
 from ..extras import require
 from .checkpoint import check_finite, check_loading_info
 from .errors import CacheError, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError, one_line
-from .registry import family_of
 from .gguf_header import Header, read_header
 from .gguf_packages import GGUF_PACKAGES, package_file, package_of  # noqa: F401  (GGUF_PACKAGES: re-exported)
 from .gguf_reading import fast_gguf_reading
 from .model_size import check_config_sizes, check_fits, readable_size
+from .registry import architecture_of
 from .verified_cache import file_sha256, install, make_staging, remove_stale, verify, write_record
 
 SOURCE_FILE = "gguf_source.json"
@@ -75,7 +75,7 @@ def check_architecture(header: Header, path: Path) -> str:
     """
     from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
-    from .families import check_config_type
+    from .architectures import check_config_type
 
     architecture = header.metadata.get("general.architecture")
     if not isinstance(architecture, str) or not architecture:
@@ -134,10 +134,10 @@ def _read(path: Path, options: dict):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-    check_config_sizes(family_of(config, str(path)), config, f"GGUF file {path} (its metadata)")
+    check_config_sizes(architecture_of(config, str(path)), config, f"GGUF file {path} (its metadata)")
     model, info = AutoModelForCausalLM.from_pretrained(
         path.parent, gguf_file=path.name, dtype=torch.float32, output_loading_info=True, **options)
-    family_of(model.config, str(path))
+    architecture_of(model.config, str(path))
     check_loading_info(info, str(path), "its metadata")
     return model, AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
 

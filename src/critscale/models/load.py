@@ -30,14 +30,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .architectures import Shape, context_limit, shape_of
 from .checkpoint import (SAFETENSORS_FILES, check_finite, check_loading_info, check_safetensors, read_config,
                          safetensors_files)
 from .errors import (ENV_VAR, HOW_TO_PROVIDE, InvalidCheckpointError, ModelNotFoundError, UnsupportedModelError,
                      one_line)
-from .families import Shape, context_limit, shape_of
 from .gguf_cache import dequantised_directory, gguf_file_of, package_of
 from .model_size import check_config_sizes, memory_limit
-from .registry import family_named, family_of
+from .registry import architecture_named, architecture_of
 
 __all__ = ["ENV_VAR", "ByteTokenizer", "InvalidCheckpointError", "LoadedModel", "ModelNotFoundError",
            "UnsupportedModelError", "hub_weights_cached", "load_model", "load_tokenizer", "quiet_transformers",
@@ -105,7 +105,7 @@ class LoadedModel:
     def context(self) -> int:
         """The longest sequence whose rows are full (causal prefixes, or every key for an encoder).
 
-        The position table, or a sliding window when one is smaller (:func:`.families.context_limit`).
+        The position table, or a sliding window when one is smaller (:func:`.architectures.context_limit`).
         """
         return context_limit(self.config)[0]
 
@@ -246,7 +246,7 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
                                      f"config.json and the weights ({path.parent}), or a .gguf file")
         if not path.is_dir():
             raise ModelNotFoundError(f"model directory {path} does not exist. " + HOW_TO_PROVIDE)
-        family_named(read_config(path)["model_type"], source)
+        architecture_named(read_config(path)["model_type"], source)
         weight_files = safetensors_files(path)
         for file in weight_files:
             check_safetensors(file)
@@ -257,8 +257,8 @@ def _load_transformers(source: str, *, is_dir: bool, device: str, device_map, of
             raise InvalidCheckpointError(f"{source}/config.json is invalid: {one_line(err)}") from err
         where = "in the local hub cache (HF_HUB_OFFLINE is set)" if local_only else "on the hub or in its cache"
         raise ModelNotFoundError(f"model {source!r} not found {where}. " + HOW_TO_PROVIDE) from err
-    family = family_of(config, source)
-    check_config_sizes(family, config, f"{source}/config.json" if is_dir else f"config.json of {source!r}",
+    arch = architecture_of(config, source)
+    check_config_sizes(arch, config, f"{source}/config.json" if is_dir else f"config.json of {source!r}",
                        memory_limit(device_map, offload_folder))
     try:
         model, info = model_class(config).from_pretrained(

@@ -72,22 +72,22 @@ def check_fits(nbytes: int, what: str, where: str, limit: tuple[int, str] | None
                                      f"{readable_size(size)} of {kind}")
 
 
-def check_config_sizes(family, config, where: str, limit: tuple[int, str] | None = None) -> None:
+def check_config_sizes(arch, config, where: str, limit: tuple[int, str] | None = None) -> None:
     """Refuse a configuration whose sizes are not positive integers, are inconsistent, or do not fit (see above)."""
-    for name in family.size_fields + family.optional_size_fields:
+    for name in arch.size_fields + arch.optional_size_fields:
         value = getattr(config, name, None)
-        if value is None and name in family.optional_size_fields:
+        if value is None and name in arch.optional_size_fields:
             continue
         if type(value) is not int or value <= 0:
             raise InvalidCheckpointError(f"{where}: {name} {value!r} is not a positive integer")
-    problem = family.size_problem(config)
+    problem = arch.size_problem(config)
     if problem:
         raise InvalidCheckpointError(f"{where}: {problem}")
-    layers = family.shape(config).n_layers
+    layers = arch.shape(config).n_layers
     if layers > MAX_LAYERS:
-        raise InvalidCheckpointError(f"{where}: {family.size_fields[0]} {layers} is more layers than the loader "
+        raise InvalidCheckpointError(f"{where}: {arch.size_fields[0]} {layers} is more layers than the loader "
                                      f"builds (at most {MAX_LAYERS})")
-    terms = family.parameter_terms(config)
+    terms = arch.parameter_terms(config)
     per_parameter = bytes_per_parameter(config)
     total = sum(n for _, n in terms) * per_parameter
     fields, largest = max(terms, key=lambda term: term[1])

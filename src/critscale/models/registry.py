@@ -1,28 +1,29 @@
-"""Which size checks a configuration gets: GPT-2's, the Llama family's, or :class:`.families.GenericFamily`.
+"""Which architecture's size checks apply to a configuration: GPT-2's, the Llama family's, or the generic ones.
 
-The one module that imports every family module (:mod:`.gpt2_family`, :mod:`.llama_family`), each of which
-imports only the base classes of :mod:`.families`, so the imports run one way.
+:func:`architecture_of` reads a transformers configuration and :func:`architecture_named` a ``model_type``; both
+first refuse, by name, what the capture cannot read (:func:`.architectures.check_config`,
+:func:`.architectures.check_config_type`).
 """
 
 from __future__ import annotations
 
-from .families import Family, GenericFamily, check_config, check_config_type
-from .gpt2_family import GPT2Family
-from .llama_family import LlamaFamily
+from .architectures import Architecture, GenericArchitecture, check_config, check_config_type
+from .gpt2 import GPT2Architecture
+from .llama import LlamaArchitecture
 
-FAMILIES: tuple[Family, ...] = (GPT2Family(), LlamaFamily())
+ARCHITECTURES: tuple[Architecture, ...] = (GPT2Architecture(), LlamaArchitecture())
 
 
-def family_named(model_type, source: str = "the model") -> Family:
-    """The size checks of ``model_type``; :class:`UnsupportedModelError` for one the capture cannot read."""
+def architecture_named(model_type, source: str = "the model") -> Architecture:
+    """The size checks of ``model_type``; :class:`.errors.UnsupportedModelError` for one the capture cannot read."""
     check_config_type(model_type, source)
-    for family in FAMILIES:
-        if model_type in family.model_types:
-            return family
-    return GenericFamily()
+    for arch in ARCHITECTURES:
+        if model_type in arch.model_types:
+            return arch
+    return GenericArchitecture()
 
 
-def family_of(config, source: str = "the model") -> Family:
+def architecture_of(config, source: str = "the model") -> Architecture:
     """The size checks for a transformers ``config``, after :func:`check_config`."""
     check_config(config, source)
-    return family_named(getattr(config, "model_type", None), source)
+    return architecture_named(getattr(config, "model_type", None), source)

@@ -365,8 +365,8 @@ def test_every_glued_figure_has_a_caption_on_its_page(stem):
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_figure_text_is_readable_at_page_width(stem):
     """Legends, ticks and stamps at least 9 pt when the figure is shown at page width (7 in)."""
-    from critscale.pagedata import load_results
-    from critscale.plotting import MIN_TEXT_PT
+    from critscale.page.pagedata import load_results
+    from critscale.page.plotting import MIN_TEXT_PT
 
     sizes = load_results(stem, ROOT / "build" / "results" / "ci").get("figure_text_pt", {})
     small = {k: v for k, v in sizes.items() if v < MIN_TEXT_PT - 0.05}
@@ -383,7 +383,7 @@ PHONE_LAYOUT_KNOWN: dict[str, str] = {}  # chapter stem -> why a figure of it ha
                                   if s in PHONE_LAYOUT_KNOWN else s for s in CHAPTERS])
 def test_every_figure_has_its_phone_layout(stem):
     """``record_figure`` stores why a figure has no phone layout (its page then shrinks it on a phone)."""
-    from critscale.pagedata import load_results
+    from critscale.page.pagedata import load_results
 
     problems = load_results(stem, ROOT / "build" / "results" / "ci").get("figure_layout_problems", {})
     assert not problems, f"{stem}: figures without a phone layout: {problems}"
@@ -401,7 +401,7 @@ def test_no_maintainer_material_in_rendered_pages(name):
     match = MAINTAINER.search(page.text)
     assert not match, f"{name}: maintainer text: ...{page.text[max(0, match.start() - 60):match.end() + 60]}..."
     if name[:2].isdigit():
-        from critscale.pagedata import load_results
+        from critscale.page.pagedata import load_results
 
         keys = set(load_results(name, ROOT / "build" / "results" / "ci").get("values", {}))
         shown = sorted({lit for lit in page.literals if lit in keys})
@@ -555,13 +555,21 @@ def test_citation_versions_agree():
 
 
 def test_old_module_and_banner_names_are_gone():
-    """critscale.record/recorded and the two `banner`s were renamed (pagedata, gpu_records,
-    show_page_provenance, show_gpu_record_note); no caller may use the old names."""
+    """critscale.record/recorded and the two `banner`s were renamed (page.pagedata, page.gpu_results,
+    show_page_provenance, show_gpu_result_note); so were the words with two meanings (gpu_records,
+    diagnostic.recorded, gpu_suite.records, the trainer's gpt2/, models.families) and the page-making modules
+    moved into critscale.page: no caller may use the old names."""
+    page = "pagedata|plotting|narrowfigure|tables|keys|reader_names|provenance|resultmap"
     old = re.compile(r"cs\.recorded\.|critscale\.recorded\b|from critscale\.record import|"
-                     r"critscale\.record\b(?!_)|provenance\.banner\(|recorded\.banner\(")
-    for path in [*NOTEBOOKS, *ROOT.glob("scripts/*.py"), *ROOT.glob("src/critscale/**/*.py"),
+                     r"critscale\.record\b(?!_)|provenance\.banner\(|recorded\.banner\(|"
+                     r"\bgpu_records\b|GpuRecordError|show_gpu_record_note|critscale\.gpt2\b|"
+                     r"critscale\.models\.families\b|\bmodels import families\b|"
+                     r"critscale\.diagnostic\.recorded\b|diagnostic import [\w, ]*\brecorded\b|"
+                     r"\bgpu_suite\.records\b|from \.records import|\brun_record\b|"
+                     rf"\b(from|import) critscale\.({page})\b|\bfrom critscale import [\w, ]*\b({page})\b")
+    for path in [*NOTEBOOKS, *ROOT.glob("scripts/**/*.py"), *ROOT.glob("src/critscale/**/*.py"),
                  *ROOT.glob("tests/*.py"), *ROOT.glob("kernels/*.py")]:
-        if path.name == "test_pipeline.py":
+        if path.name == "test_book_conventions.py":
             continue
         match = old.search(path.read_text())
         assert not match, f"{path.relative_to(ROOT)} uses the old name {match.group(0)!r}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU session's work in one command of at most 10 minutes (the GPU machine's limit per command):
 #
-#   CRITSCALE_COMMIT=<sha> bash scripts/gpu_session.sh OUT_DIR
+#   CRITSCALE_COMMIT=<sha> bash scripts/gpu_session/gpu_session.sh OUT_DIR
 #
 # The parts run in priority order (GPU_SESSION_PARTS, a comma list, default results,book):
 # 1. results: scripts/gpu_results.py: the kernel tests with CUDA, the benchmark (the kernels first, then
@@ -10,17 +10,17 @@
 #    Monte-Carlo length starts after GPU_RESULTS_BUDGET_S (240 s), and the part is stopped at
 #    GPU_RESULTS_LIMIT_S (budget + 30 s).  The files it has written are packed every GPU_PACK_EVERY_S (15 s)
 #    while it runs, so a part stopped at its limit (or a command stopped at 600 s) still returns them.
-# 2. book: scripts/gpu_book.sh: every notebook in the gpu profile, chapters in parallel, packed by
+# 2. book: scripts/gpu_session/gpu_book.sh: every notebook in the gpu profile, chapters in parallel, packed by
 #    GPU_SESSION_S (570 s) after the start: OUT_DIR/gpu_book.tar.gz and OUT_DIR/gpu_book.log.  It runs only
 #    when the results part succeeded (else the book would show failed or stale results: the command ends
 #    early, and the session's time goes to a rerun of the results) and GPU_BOOK_MIN_S (200 s) are left.
-# GPU_SESSION_PARTS=gpt2 runs scripts/gpu_gpt2_session.sh instead (the attention diagnostic's GPU run, about
+# GPU_SESSION_PARTS=gpt2 runs scripts/gpu_session/gpu_gpt2_session.sh instead (the attention diagnostic's GPU run, about
 # 7 minutes: a command of its own, stopped at GPU_GPT2_LIMIT_S (540 s); its header says how SmolLM2's
 # weights get there).
 # Before anything runs, the files the parts need are checked: the wheelhouse (.whl/*.whl, GPU_WHEELS) for the
 # book, the two halves of SmolLM2's weights and the gguf wheel (.smol/a, .smol/b, GPU_SMOL) for gpt2
 # (GPU_GPT2_SMOLLM2=none leaves the model out).  A missing file ends the command at once (exit 2).
-# `bash scripts/gpu_session.sh --check` runs that check here, before a device call is made.
+# `bash scripts/gpu_session/gpu_session.sh --check` runs that check here, before a device call is made.
 # A results part that fails ends the command early; the rerun (GPU_SESSION_PARTS=results, one more command)
 # fits the 15 minutes of device time with at least 3 minutes to spare (tests/test_gpu_scripts.py).
 # OUT_DIR/gpu_session.log is the whole log.  Back here: make gpu-import DIR=<the folder with the tarballs>.
@@ -30,7 +30,7 @@
 # `make gpu-wheelhouse` builds from the tree) for the results and book parts: the parts import critscale as
 # installed from that wheel, never from a copy of the tree.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PARTS=${GPU_SESSION_PARTS:-results,book}
 WHEELS=${GPU_WHEELS:-.whl}
 SMOL=${GPU_SMOL:-.smol}
@@ -45,12 +45,12 @@ missing_files() {
   fi
   if [[ ,$PARTS, == *,gpt2,* ]] && [ "${GPU_GPT2_SMOLLM2:-}" != none ]; then
     for f in "$SMOL/a/gguf.part" "$SMOL/b/gguf.part" "$SMOL/b/gguf.sha256"; do
-      [ -f "$f" ] || echo "the gpt2 part needs SmolLM2's weights: $f is missing (bash scripts/gpu_gpt2_session.sh stage)"
+      [ -f "$f" ] || echo "the gpt2 part needs SmolLM2's weights: $f is missing (bash scripts/gpu_session/gpu_gpt2_session.sh stage)"
     done
     ls "$SMOL"/b/gguf-*.whl >/dev/null 2>&1 || echo "the gpt2 part needs the gguf wheel: no gguf-*.whl in $SMOL/b"
   fi
   if [[ ,$PARTS, == *,gpt2,* ]] && ! ls "$SMOL"/b/critscale-*.whl >/dev/null 2>&1; then
-    echo "the gpt2 part needs critscale's wheel: no critscale-*.whl in $SMOL/b (bash scripts/gpu_gpt2_session.sh stage)"
+    echo "the gpt2 part needs critscale's wheel: no critscale-*.whl in $SMOL/b (bash scripts/gpu_session/gpu_gpt2_session.sh stage)"
   fi
 }
 
@@ -103,9 +103,9 @@ status=0
 results_ok=1
 if [[ ,$PARTS, == *,results,* ]]; then
   mkdir -p "$RESULTS_DIR"
-  # critscale from its carried wheel, checked against this tree (scripts/gpu_critscale_wheel.py)
+  # critscale from its carried wheel, checked against this tree (scripts/gpu_session/gpu_critscale_wheel.py)
   SITE=$(mktemp -d "${TMPDIR:-/tmp}/critscale-results.XXXXXX")
-  python3 scripts/gpu_critscale_wheel.py install "$WHEELS" "$SITE" || { echo "[gpu_session] nothing was run"; exit 2; }
+  python3 scripts/gpu_session/gpu_critscale_wheel.py install "$WHEELS" "$SITE" || { echo "[gpu_session] nothing was run"; exit 2; }
   # shellcheck disable=SC2086
   PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 "$RESULTS_LIMIT_S" $RESULTS_CMD --out "$RESULTS_DIR" --budget-s "$BUDGET_S" &
   pid=$!
@@ -132,11 +132,11 @@ if [[ ,$PARTS, == *,book,* ]]; then
     echo "[gpu_session] book not run: $left s left before GPU_SESSION_S=$SESSION_S, fewer than ${GPU_BOOK_MIN_S:-200}"
     status=1
   else
-    GPU_WHEELS=$WHEELS GPU_BOOK_DEADLINE=$(( START + SESSION_S )) bash scripts/gpu_book.sh "$OUT" gpu || status=1
+    GPU_WHEELS=$WHEELS GPU_BOOK_DEADLINE=$(( START + SESSION_S )) bash scripts/gpu_session/gpu_book.sh "$OUT" gpu || status=1
   fi
 fi
 if [[ ,$PARTS, == *,gpt2,* ]]; then
-  GPU_SMOL=$SMOL timeout -k 10 "${GPU_GPT2_LIMIT_S:-540}" bash scripts/gpu_gpt2_session.sh run "$OUT" || status=1
+  GPU_SMOL=$SMOL timeout -k 10 "${GPU_GPT2_LIMIT_S:-540}" bash scripts/gpu_session/gpu_gpt2_session.sh run "$OUT" || status=1
 fi
 echo "[gpu_session] done in $(elapsed) s, status $status"
 exit $status

@@ -165,11 +165,11 @@ def text(data: bytes, name: str) -> str:
 
 def strict_json(data: bytes, name: str, kind: type = dict):
     """``data`` parsed as JSON without non-finite numbers, of type ``kind``; :class:`IntakeError` otherwise."""
-    from critscale.gpu_records import GpuRecordError, loads
+    from critscale.page.gpu_results import GpuResultError, loads
 
     try:
         value = loads(text(data, name), name)
-    except GpuRecordError as err:
+    except GpuResultError as err:
         raise IntakeError(str(err)) from None
     if not isinstance(value, kind):
         raise IntakeError(f"{name}: a JSON {type(value).__name__}, not {'an object' if kind is dict else kind.__name__}")

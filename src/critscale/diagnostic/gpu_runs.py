@@ -2,7 +2,7 @@
 
 A record is in the layout ``scripts/gpu_gpt2.py`` writes (``results/gpu/gpt2_small_diagnostic.json``: per
 model, the tables of a :class:`.pipeline.Diagnosis`, its training and timings), as
-:func:`critscale.gpu_records.load` returns every file; ``results/gpu/gpt2_small_attention.json``, written by the
+:func:`critscale.page.gpu_results.load` returns every file; ``results/gpu/gpt2_small_attention.json``, written by the
 previous pipeline, reaches this module upgraded to it, with one trained model and no null heads.
 :func:`recorded_diagnoses` rebuilds the diagnoses that :mod:`.compare` draws; :func:`recorded_table` and
 :func:`recorded_text` say in a table and in plain numbers what the run holds and, for a run without null heads,

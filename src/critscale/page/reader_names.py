@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .families import STANDARD
+from ..families import STANDARD
 
 READER_NAMES: dict[str, str] = {
     "gauss": "Gaussian",
@@ -71,7 +71,7 @@ def reader_name(name: str) -> str:
         match = pattern.fullmatch(key)
         if match:
             return make(match.group(1))
-    raise ValueError(f"unknown family {name!r}: no reader name (critscale.reader_names.READER_NAMES)")
+    raise ValueError(f"unknown family {name!r}: no reader name (critscale.page.reader_names.READER_NAMES)")
 
 
 def code_names() -> tuple[str, ...]:

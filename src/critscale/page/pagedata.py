@@ -3,7 +3,7 @@
 ``record(key, value)`` glues ``value`` into the executing notebook (so the page can
 write ``{glue:text}`key:.3f```) and stores it in the notebook's results file
 ``$CRITSCALE_RESULTS_DIR/<notebook>.json``, which the tests read.  A pandas DataFrame
-is glued as a publication table (``critscale.tables``: significant digits, math in
+is glued as a publication table (``critscale.page.tables``: significant digits, math in
 headers and cells, no index), in a form that both the HTML and the LaTeX builders
 typeset.  ``record_figure`` glues a matplotlib figure as SVG (HTML) plus a 200-dpi PNG
 (PDF) and saves both beside the results.
@@ -121,7 +121,7 @@ def glue(key: str, obj: Any, display: bool = False, bundle: dict | None = None,
 
 def with_reader_names(frame: Any) -> Any:
     """The table as the reader sees it: registry names of families (``gauss``) as reader names (``Gaussian``,
-    ``critscale.reader_names``) in a ``family`` column and in every column whose cells are all registry names
+    ``critscale.page.reader_names``) in a ``family`` column and in every column whose cells are all registry names
     (chapter 10's "closest family", chapter 11's "rows of"); other cells, and the records stored for the tests,
     unchanged."""
     from .reader_names import reader_name
@@ -156,11 +156,11 @@ def record(key: str, value: Any, display: bool = False, digits: int = 4, text_di
     """Glue ``value`` into the page under ``key`` and write it to the results file.
 
     Returns nothing, so a cell that ends with ``record(...)`` prints nothing.
-    A pandas DataFrame is glued as a publication table (``critscale.tables.table_bundle``:
+    A pandas DataFrame is glued as a publication table (``critscale.page.tables.table_bundle``:
     ``digits`` significant digits, ``\\(...\\)`` typeset as math, no row index, a ``family``
     column in reader names) and stored in full as records, with the registry names.  A string is glued as text and as markdown (``{glue:md}``).
     With ``text_digits``, a number is also recorded as ``<key>_text``, written as prose writes
-    numbers (``critscale.tables.format_number(value, text_digits, plain=True)``: ``2.9×10⁻¹²``,
+    numbers (``critscale.page.tables.format_number(value, text_digits, plain=True)``: ``2.9×10⁻¹²``,
     never ``2.9e-12``), for ``{glue:text}`<key>_text```.
     """
     value_plain = plain(value)
@@ -211,7 +211,7 @@ def record_figure(key: str, fig, close: bool = True) -> None:
     column ``NARROW_FIGURE_WIDTH_IN`` wide, text at its own size) as ``<key>.narrow.svg`` (or ``.png``),
     glued in the output's metadata under ``NARROW_METADATA``, which narrow screens show instead.
     A figure that has no phone layout (``narrowfigure`` says why) is glued without one and the reason is
-    stored under ``figure_layout_problems``, which the book's tests report (``tests/test_pipeline.py``).
+    stored under ``figure_layout_problems``, which the book's tests report (``tests/test_book_conventions.py``).
     """
     import io
 

@@ -11,10 +11,10 @@ The q/k capture reads any architecture whose attention goes through transformers
 - :func:`check_config`: refuses, by name, what the capture cannot read (architectures outside the interface,
   encoder-decoders, cross-attention).
 
-:class:`Family` holds the size checks of :mod:`.model_size` (the fields that size a model, their
-consistency and the parameter count): GPT-2 (:mod:`.gpt2_family`) and the Llama family
-(:mod:`.llama_family`) name their own fields; any other architecture uses :class:`GenericFamily`.
-:mod:`.registry` gives a configuration its :class:`Family`.
+:class:`Architecture` holds the size checks of :mod:`.model_size` (the fields that size a model, their
+consistency and the parameter count): GPT-2 (:mod:`.gpt2`) and the Llama family
+(:mod:`.llama`) name their own fields; any other architecture uses :class:`GenericArchitecture`.
+:mod:`.registry` picks the one that applies to a configuration.
 """
 
 from __future__ import annotations
@@ -92,14 +92,14 @@ def check_config(config, source: str = "the model") -> None:
         raise UnsupportedModelError(f"{source} has cross-attention; only self-attention is supported")
 
 
-class Family(ABC):
+class Architecture(ABC):
     """The size checks of one architecture's configuration (see the module docstring)."""
 
     name: str = ""
     model_types: tuple[str, ...] = ()
 
     # the configuration fields that size the model (as config.json names them), each a positive integer;
-    # those of optional_size_fields may be absent or null (the family then derives them)
+    # those of optional_size_fields may be absent or null (the architecture then derives them)
     size_fields: tuple[str, ...] = ()
     optional_size_fields: tuple[str, ...] = ()
 
@@ -116,7 +116,7 @@ class Family(ABC):
         return shape_of(config)
 
 
-class GenericFamily(Family):
+class GenericArchitecture(Architecture):
     """Any architecture routed through the interface, sized by transformers' standard field names."""
 
     name = "any architecture through transformers' AttentionInterface"

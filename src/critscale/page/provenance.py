@@ -17,8 +17,8 @@ PACKAGES = ("critscale", "numpy", "scipy", "torch", "triton", "transformers", "m
 
 
 def repo_root() -> Path:
-    """The repository root (``$CRITSCALE_ROOT`` or two folders above this package)."""
-    return Path(os.environ.get("CRITSCALE_ROOT", Path(__file__).resolve().parents[2]))
+    """The repository root (``$CRITSCALE_ROOT`` or the folder that holds src/critscale/)."""
+    return Path(os.environ.get("CRITSCALE_ROOT", Path(__file__).resolve().parents[3]))
 
 
 def git_commit() -> str:

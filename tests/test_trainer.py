@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from critscale.gpt2.corpus import build_corpus, byte_tokens
-from critscale.gpt2.train import TrainConfig, cache_key, train_model, train_or_load
+from critscale.trainer.corpus import build_corpus, byte_tokens
+from critscale.trainer.train import TrainConfig, cache_key, train_model, train_or_load
 
 TINY = dict(n_layer=1, n_head=2, n_embd=32, n_positions=32, batch_size=4, steps=8, lr=1e-2,
             warmup_steps=2, log_every=2, eval_batches=2)
@@ -73,7 +73,7 @@ def test_step_zero_model_is_the_seeded_initialisation(tmp_path):
     import torch
     from transformers import GPT2LMHeadModel
 
-    from critscale.gpt2.train import gpt2_config
+    from critscale.trainer.train import gpt2_config
 
     corpus = build_corpus("topics")
     config = TrainConfig(**{**TINY, "steps": 0})
@@ -94,7 +94,7 @@ def test_step_zero_model_is_the_seeded_initialisation(tmp_path):
 def test_gpt2_cache_keys_are_those_of_before_the_llama_architecture():
     """Keys computed by the trainer before it knew ``architecture`` (commit e4a6779), for a fixed corpus hash:
     a key that hashed the new field for GPT-2 runs would move every cached model and chapter 13's numbers."""
-    from critscale.gpt2.corpus import Corpus
+    from critscale.trainer.corpus import Corpus
 
     corpus = Corpus("topics", b"a", b"b", 2, "0" * 64)
     assert cache_key(TrainConfig(), corpus) == "f69b9c84e6c4cba5"
@@ -128,7 +128,7 @@ def test_llama_training_flushes_subnormals_and_gpt2_training_does_not(monkeypatc
     change is not read as one trained after it."""
     import torch
 
-    from critscale.gpt2.corpus import Corpus
+    from critscale.trainer.corpus import Corpus
 
     calls = []
     monkeypatch.setattr(torch, "set_flush_denormal", lambda on: calls.append(on) or True)

@@ -2,12 +2,12 @@
 # Execute every notebook of the book in the gpu profile on a CUDA machine that has torch, triton and
 # transformers but no jupyter and no internet, and pack the executed notebooks for the repository:
 #
-#   CRITSCALE_COMMIT=<sha> bash scripts/gpu_book.sh OUT_DIR [PROFILE [NOTEBOOK ...]]
+#   CRITSCALE_COMMIT=<sha> bash scripts/gpu_session/gpu_book.sh OUT_DIR [PROFILE [NOTEBOOK ...]]
 #
 # Needs the wheelhouse in .whl/ (`make gpu-wheelhouse` on a machine with PyPI; GPU_WHEELS overrides).
 # Installs it into a private folder (no pip index, no virtual environment, nothing else changes), with
-# critscale's own wheel (built there too, checked here against this tree: scripts/gpu_critscale_wheel.py)
-# in a folder of its own, then runs scripts/gpu_book.py: a check that everything imports and
+# critscale's own wheel (built there too, checked here against this tree: scripts/gpu_session/gpu_critscale_wheel.py)
+# in a folder of its own, then runs scripts/gpu_session/gpu_book.py: a check that everything imports and
 # every requirement of the wheels is met, the build driver's check of the recorded GPU results, the
 # notebooks in parallel through the build driver as the Makefile runs them (`python -m critscale.bookbuild
 # notebook NB --profile PROFILE`), 99_reproducibility last, and OUT_DIR/gpu_book.tar.gz with the executed
@@ -15,9 +15,9 @@
 # commit, date, wall time and status of each notebook).  OUT_DIR/gpu_book.log is the whole log.
 # Back on any machine: `make gpu-book-import TAR=.../gpu_book.tar.gz`, then `make book PROFILE=gpu`.
 # PROFILE defaults to gpu (which needs a CUDA device); another profile runs the same pipeline on the
-# CPU with Triton's interpreter (a check of this script, see scripts/gpu_wheelhouse_check.sh).
+# CPU with Triton's interpreter (a check of this script, see scripts/gpu_session/gpu_wheelhouse_check.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=$(realpath -m "${1:?usage: gpu_book.sh OUT_DIR [PROFILE [NOTEBOOK ...]]}")
 PROFILE=${2:-gpu}
 shift $(( $# < 2 ? $# : 2 ))
@@ -35,7 +35,7 @@ deps=$(ls "$WHEELS"/*.whl | grep -v '/critscale-[^/]*\.whl$')
 # shellcheck disable=SC2086
 "$PY" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
   --target "$SITE/wheels" $deps
-"$PY" scripts/gpu_critscale_wheel.py install "$WHEELS" "$SITE/pkg" || exit 2
+"$PY" scripts/gpu_session/gpu_critscale_wheel.py install "$WHEELS" "$SITE/pkg" || exit 2
 export PYTHONPATH="$SITE/wheels:$SITE/pkg${PYTHONPATH:+:$PYTHONPATH}"
 export CRITSCALE_ROOT=$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 PYDEVD_DISABLE_FILE_VALIDATION=1
 if [ -z "${CRITSCALE_COMMIT:-}" ]; then  # a copy of the tree without .git must name its commit
@@ -45,6 +45,6 @@ fi
 export CRITSCALE_COMMIT
 unset MPLBACKEND  # the notebooks need IPython's inline backend for their figures
 status=0
-"$PY" scripts/gpu_book.py run --out "$OUT" --profile "$PROFILE" --site "$SITE/wheels" "$@" || status=$?
+"$PY" scripts/gpu_session/gpu_book.py run --out "$OUT" --profile "$PROFILE" --site "$SITE/wheels" "$@" || status=$?
 rm -rf "$SITE"
 exit $status

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._validate import as_number
+from .._validate import as_number
 
 __all__ = ["key_c"]
 

@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
 """Bring one GPU session's files into the repository, refusing anything that does not check out.
 
-    python3 scripts/gpu_import.py DIR          # `make gpu-import DIR=...`
+    python3 scripts/gpu_session/gpu_import.py DIR          # `make gpu-import DIR=...`
 
-``DIR`` holds what ``scripts/gpu_session.sh`` packed: ``gpu_results.tar.gz`` (the kernel tests, the
+``DIR`` holds what ``scripts/gpu_session/gpu_session.sh`` packed: ``gpu_results.tar.gz`` (the kernel tests, the
 benchmark and the Monte-Carlo) and, when the book part ran, ``gpu_book.tar.gz``.  Everything is checked
 before anything is written.  The results tarball must hold exactly the seven files the session writes,
 each within its size limit (read from the member headers, before any data is unpacked).  Each JSON is
-strict (no ``Infinity`` or ``NaN``) and passes the provenance schema of ``critscale.gpu_records`` (a known
+strict (no ``Infinity`` or ``NaN``) and passes the provenance schema of ``critscale.page.gpu_results`` (a known
 GPU, a commit of this repository's history, the versions, a finite wall time); the benchmark is of schema
 ``critscale-bench/2``; the Monte-Carlo was made by the generator version the kernels have now (rows of
 another version are other rows).  Each CSV is the table of its JSON: the same columns, one row per record
 and the same values.  The log is UTF-8 text.  The book tarball passes the checks of
-``scripts/gpu_book.py import``.  Only then are the files staged beside ``--dest`` and renamed into place,
+``scripts/gpu_session/gpu_book.py import``.  Only then are the files staged beside ``--dest`` and renamed into place,
 the results and the book together: a refusal, or a failure while writing, changes nothing.
 Exit status 2 with one line per problem when it refuses.
 """
@@ -27,8 +27,8 @@ import sys
 from numbers import Real
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "scripts" / "gpu_session"), str(ROOT / "scripts")]  # gpu_intake, gpu_suite
 
 from gpu_intake import IntakeError, Layout, read_tarball, remove, staging_folder, strict_json, swap_in, text  # noqa: E402
 
@@ -138,7 +138,7 @@ CHECKS = {"kernels_bench.json": check_bench, "kernels_montecarlo.json": check_mo
 
 def bench_rows(bench: dict) -> list[dict]:
     """The rows ``kernels_bench.csv`` holds: each record flattened as the writer flattens it."""
-    from gpu_suite.records import flatten
+    from gpu_suite.output import flatten
 
     return [flatten(r) for r in bench["records"]]
 
@@ -197,14 +197,14 @@ def check_csv(name: str, data: bytes, expected: list[dict], columns: tuple[str, 
 
 def check_results(files: dict[str, bytes]) -> list[str]:
     """Problems of the results tarball's files (empty when they may be imported)."""
-    from critscale.gpu_records import GpuRecordError, validate
+    from critscale.page.gpu_results import GpuResultError, validate
 
     problems, parsed = [], {}
     for name in sorted(n for n in files if n.endswith(".json")):
         try:
             data = parsed[name] = strict_json(files[name], name)
             validate(data, name, full_history=True)
-        except (IntakeError, GpuRecordError) as err:
+        except (IntakeError, GpuResultError) as err:
             problems.append(str(err))
             continue
         problems += [f"{name}: {p}" for p in CHECKS[name](data)]

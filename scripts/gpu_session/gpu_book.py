@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The book executed in the gpu profile on a GPU machine, and its import as recorded notebooks.
 
-    python3 scripts/gpu_book.py run --out OUT --profile gpu --site WHEEL_SITE [NOTEBOOK ...]
-    python3 scripts/gpu_book.py import TARBALL [--dest results/gpu/book]
+    python3 scripts/gpu_session/gpu_book.py run --out OUT --profile gpu --site WHEEL_SITE [NOTEBOOK ...]
+    python3 scripts/gpu_session/gpu_book.py import TARBALL [--dest results/gpu/book]
 
-``run`` is called by ``scripts/gpu_book.sh`` once the wheelhouse is installed and critscale is on the
+``run`` is called by ``scripts/gpu_session/gpu_book.sh`` once the wheelhouse is installed and critscale is on the
 path.  It checks first that everything imports and that every requirement of the wheels is met by what
 is installed (exit 2 with the list, before any notebook runs), and that the recorded GPU results pass
 their schema (the build driver's ``check-gpu``), then executes the chapters in parallel (longest first,
@@ -46,8 +46,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))  # gpu_intake
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "gpu_session"))  # gpu_intake
 LAST = "99_reproducibility"
 IMPORTS = ("papermill", "jupytext", "ipykernel", "nbclient", "nbformat", "jupyter_client", "numpy", "scipy",
            "pandas", "matplotlib", "seaborn", "yaml", "torch", "transformers", "critscale", "critscale.bookbuild")
@@ -227,7 +227,7 @@ def pack(out: Path, profile: str, provenance: dict, site: Path, logs: Path) -> P
 def run(args) -> int:
     site = Path(args.site).resolve()
     skip = tuple(m for m in os.environ.get("GPU_BOOK_SKIP_IMPORTS", "").split(",") if m)
-    if skip:  # the CPU check of this script (scripts/gpu_wheelhouse_check.sh) has no torch for Python 3.12
+    if skip:  # the CPU check of this script (scripts/gpu_session/gpu_wheelhouse_check.sh) has no torch for Python 3.12
         print(f"[gpu_book] not checked, GPU_BOOK_SKIP_IMPORTS: {', '.join(skip)}", flush=True)
     try:
         preflight(site, skip)
@@ -310,8 +310,8 @@ BASE64 = re.compile(r"data:[\w/+.\-]*;base64,[A-Za-z0-9+/=\n]*|^[A-Za-z0-9+/=\n]
 ACTIVE = re.compile(r"<\s*script\b|javascript\s*:|<\s*(iframe|object|embed)\b", re.I)  # anywhere
 HANDLER = re.compile(r"<[^<>]*\son[a-z]+\s*=", re.I)  # an event handler attribute, in HTML and SVG
 SCRIPT_MIMES = ("application/javascript", "text/javascript", "application/x-javascript")
-GLUE_PREFIX = "application/papermill.record/"  # critscale.pagedata's glue: the mime type follows
-NARROW_METADATA = "critscale/narrow"  # critscale.pagedata.NARROW_METADATA: a figure's phone layout, shown by the HTML
+GLUE_PREFIX = "application/papermill.record/"  # critscale.page.pagedata's glue: the mime type follows
+NARROW_METADATA = "critscale/narrow"  # critscale.page.pagedata.NARROW_METADATA: a figure's phone layout, shown by the HTML
 
 
 def book_names() -> list[str]:
@@ -344,7 +344,7 @@ def book_layout(names: list[str]):
 
 def check_provenance(prov: dict, profile: str, names: list[str]) -> list[str]:
     """Problems of the book's ``provenance.json``: every field present and of a value that checks out."""
-    from critscale.gpu_records import GpuRecordError, validate_provenance
+    from critscale.page.gpu_results import GpuResultError, validate_provenance
 
     lacking = [k for k in REQUIRED_PROVENANCE if k not in prov]
     if lacking:
@@ -354,7 +354,7 @@ def check_provenance(prov: dict, profile: str, names: list[str]) -> list[str]:
         problems.append(f"provenance.json: profile is {prov['profile']!r}, expected {profile!r}")
     try:
         validate_provenance(prov, "provenance.json", versions_required=BOOK_VERSIONS, full_history=True)
-    except GpuRecordError as err:
+    except GpuResultError as err:
         problems.append(str(err))
     if not isinstance(prov["driver"], str) or not DRIVER_VERSION.match(prov["driver"]):
         problems.append(f"provenance.json: driver is {prov['driver']!r}, not an NVIDIA driver version")

@@ -3,9 +3,9 @@
 Each file is JSON with a ``provenance`` block (device, driver, versions, commit, date,
 wall time).  ``load`` parses the file strictly (``loads``: no ``Infinity`` or ``NaN``) and
 checks the values of that block (``validate_provenance``) before any page shows a number
-from it, and ``show_gpu_record_note`` labels the result on the page, so that no reader
+from it, and ``show_gpu_result_note`` labels the result on the page, so that no reader
 mistakes a recorded GPU number for one computed by the page.  The imports of a GPU
-session (``scripts/gpu_import.py``, ``scripts/gpu_book.py import``) use the same checks.
+session (``scripts/gpu_session/gpu_import.py``, ``scripts/gpu_session/gpu_book.py import``) use the same checks.
 ``load`` returns every record in the current schema: :func:`upgrade` is the one place where a file of an
 older layout (the benchmark of schema 1, the diagnosis of the previous pipeline) is read as such;
 :func:`bench_rows` gives chapter 12's rows.
@@ -31,7 +31,7 @@ KNOWN_GPU = re.compile(
     r"|NVIDIA (GH|GB)\d{3}[A-Za-z0-9 \-]*|Tesla [A-Z]\d{2,4}[A-Za-z0-9 \-]*"
     r"|AMD Instinct MI\d{3}[A-Za-z0-9 \-]*)$"
 )
-# "2026-11-30T00:56:41Z" (ISO 8601) or "2026-11-30 00:37 UTC" (critscale.provenance)
+# "2026-11-30T00:56:41Z" (ISO 8601) or "2026-11-30 00:37 UTC" (critscale.page.provenance)
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?(Z| UTC)?)?$")
 COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 # "2.11.0+cu130", "3.12.3", "2.5.2": a release number, not "not installed" or "".
@@ -40,7 +40,7 @@ VERSION = re.compile(r"^\d+(\.\d+)*([a-z0-9.+\-]*)$", re.I)
 REQUIRED_VERSIONS = ("python", "torch", "triton", "numpy")
 
 
-class GpuRecordError(ValueError):
+class GpuResultError(ValueError):
     """A file under results/gpu/ that must not be shown: names the file and the field."""
 
 
@@ -82,27 +82,27 @@ def _refuse_constant(constant: str):
 
 
 def loads(text: str | bytes, name: str = "<record>"):
-    """Parse UTF-8 JSON strictly (``Infinity``, ``-Infinity``, ``NaN`` refused); ``GpuRecordError`` naming ``name``."""
+    """Parse UTF-8 JSON strictly (``Infinity``, ``-Infinity``, ``NaN`` refused); ``GpuResultError`` naming ``name``."""
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8")
         return json.loads(text, parse_constant=_refuse_constant)
     except UnicodeDecodeError as err:
-        raise GpuRecordError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+        raise GpuResultError(f"{name}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     except _NonFinite as err:
-        raise GpuRecordError(f"{name}: holds the number {err}, which is not finite (JSON has no such number)") from None
+        raise GpuResultError(f"{name}: holds the number {err}, which is not finite (JSON has no such number)") from None
     except json.JSONDecodeError as err:
-        raise GpuRecordError(f"{name}: not valid JSON ({err})") from None
+        raise GpuResultError(f"{name}: not valid JSON ({err})") from None
     except RecursionError:
-        raise GpuRecordError(f"{name}: not valid JSON (nested too deeply)") from None
+        raise GpuResultError(f"{name}: not valid JSON (nested too deeply)") from None
 
 
 def _read(path: Path) -> bytes:
-    """The bytes of a recorded file; ``GpuRecordError`` when it cannot be read (a folder, no permission)."""
+    """The bytes of a recorded file; ``GpuResultError`` when it cannot be read (a folder, no permission)."""
     try:
         return path.read_bytes()
     except OSError as err:
-        raise GpuRecordError(f"results/gpu/{path.name}: cannot be read ({err.strerror})") from None
+        raise GpuResultError(f"results/gpu/{path.name}: cannot be read ({err.strerror})") from None
 
 
 def _finite_positive(value) -> bool:
@@ -111,7 +111,7 @@ def _finite_positive(value) -> bool:
 
 def validate_provenance(prov, name: str = "<record>", *, versions_required: tuple[str, ...] = REQUIRED_VERSIONS,
                         full_history: bool = False) -> None:
-    """Raise ``GpuRecordError`` naming the first provenance field that is missing or wrong.
+    """Raise ``GpuResultError`` naming the first provenance field that is missing or wrong.
 
     Fields: ``device`` a known GPU name (``KNOWN_GPU``), ``date_utc`` a valid ISO date not in
     the future, ``commit`` a hexadecimal sha that is an ancestor of HEAD (checked when the
@@ -120,10 +120,10 @@ def validate_provenance(prov, name: str = "<record>", *, versions_required: tupl
     and ``wall_time_s`` a finite positive number of seconds.
     """
     if not isinstance(prov, dict):
-        raise GpuRecordError(f"{name}: no 'provenance' block")
+        raise GpuResultError(f"{name}: no 'provenance' block")
 
     def fail(field: str, problem: str):
-        raise GpuRecordError(f"{name}: provenance field '{field}' {problem}")
+        raise GpuResultError(f"{name}: provenance field '{field}' {problem}")
 
     for field in ("device", "date_utc", "commit", "versions", "wall_time_s"):
         if field not in prov:
@@ -168,10 +168,10 @@ def _short(value, limit: int = 120) -> str:
 
 
 def validate(data: dict, name: str = "<record>", *, full_history: bool = False) -> None:
-    """Raise ``GpuRecordError`` when ``data`` is not a JSON object whose ``provenance`` block passes
+    """Raise ``GpuResultError`` when ``data`` is not a JSON object whose ``provenance`` block passes
     :func:`validate_provenance`."""
     if not isinstance(data, dict):
-        raise GpuRecordError(f"{name}: a JSON {type(data).__name__}, not an object with a 'provenance' block")
+        raise GpuResultError(f"{name}: a JSON {type(data).__name__}, not an object with a 'provenance' block")
     validate_provenance(data.get("provenance"), name, full_history=full_history)
 
 
@@ -245,7 +245,7 @@ def note_text(data: dict | None, what: str, provenance_in_box: bool = False) -> 
     return f"> **{what} (GPU result).** {describe(data)}"
 
 
-def show_gpu_record_note(data: dict | None, what: str, provenance_in_box: bool = False) -> None:
+def show_gpu_result_note(data: dict | None, what: str, provenance_in_box: bool = False) -> None:
     """Display ``note_text(data, what, provenance_in_box)`` on the page."""
     from IPython.display import Markdown, display
 
@@ -345,11 +345,11 @@ def _bench_from_schema_1(data: dict, name: str) -> dict:
     """A schema-1 benchmark in :data:`BENCH_SCHEMA`: kinds and implementations by name, the grids as ``grid1``
     and ``grid32-geo`` (its 32 geometric betas), each time as a median with its method, the floors of that run's
     own count, the commit that timed each row, and the run's protocol and memory notes in ``setup``.
-    ``GpuRecordError`` when the file is not of that layout."""
+    ``GpuResultError`` when the file is not of that layout."""
     try:
         setup, ceil, prov = data["setup"], data["ceilings"], dict(data["provenance"])
         if (setup["n_beta"], setup["n_t"]) != (32, 64):
-            raise GpuRecordError(f"{name}: a schema-1 grid of {setup['n_beta']} betas and {setup['n_t']} "
+            raise GpuResultError(f"{name}: a schema-1 grid of {setup['n_beta']} betas and {setup['n_t']} "
                                  "thresholds, not the 32 and 64 of its runs")
         earlier = (setup.get("partial_rerun") or {}).get("earlier_provenance") or {}
         earlier_commit = earlier.get("commit", "an earlier run")
@@ -373,7 +373,7 @@ def _bench_from_schema_1(data: dict, name: str) -> dict:
                  "memory_note": "qk grew with n because, at that commit, the snap distance took the key norms from an "
                                 "fp32 copy of K; the current code uses a chunked pass instead."}
     except (KeyError, TypeError) as err:
-        raise GpuRecordError(f"{name}: not a benchmark of schema 1 either (field {err})") from None
+        raise GpuResultError(f"{name}: not a benchmark of schema 1 either (field {err})") from None
     return {**data, "schema": BENCH_SCHEMA, "upgraded_from": 1, "setup": {**setup, **notes}, "provenance": prov,
             "records": records}
 
@@ -400,7 +400,7 @@ def _diagnosis_from_previous_pipeline(data: dict, name: str) -> dict:
     its heads as model ``trained`` with the current column names, no null heads, its ``diagnose`` block as the
     model's ``meta``, its training and shape, ``pipeline`` = ``"previous"`` and the ``pipeline_note`` a page
     states.  Its bins, entropy curves and profiles are of that pipeline's own layout and are not carried.
-    ``GpuRecordError`` when the file is not of that layout."""
+    ``GpuResultError`` when the file is not of that layout."""
     try:
         heads = [{_HEAD_COLUMNS_PREVIOUS.get(k, k): v for k, v in h.items()} for h in data["heads"]]
         meta = dict(data["diagnose"])
@@ -409,6 +409,6 @@ def _diagnosis_from_previous_pipeline(data: dict, name: str) -> dict:
         note = _pipeline_note_previous(meta)
         provenance = data["provenance"]
     except (KeyError, TypeError, AttributeError) as err:
-        raise GpuRecordError(f"{name}: not a diagnosis of the previous pipeline either (field {err})") from None
+        raise GpuResultError(f"{name}: not a diagnosis of the previous pipeline either (field {err})") from None
     return {"provenance": provenance, "upgraded_from": "gpt2_small_attention", "pipeline": "previous",
             "pipeline_note": note, "complete": True, "errors": {}, "models": {"trained": model}}

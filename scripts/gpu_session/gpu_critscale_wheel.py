@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """critscale as a wheel for a GPU machine, built here from the tree and installed there from the same tree.
 
-    python3 scripts/gpu_critscale_wheel.py build DIR        # here (`make gpu-wheelhouse`): DIR/critscale-*.whl
-    python3 scripts/gpu_critscale_wheel.py install DIR SITE  # there: check the wheel against the tree, install
+    python3 scripts/gpu_session/gpu_critscale_wheel.py build DIR        # here (`make gpu-wheelhouse`): DIR/critscale-*.whl
+    python3 scripts/gpu_session/gpu_critscale_wheel.py install DIR SITE  # there: check the wheel against the tree, install
 
 The package layout is the one ``pyproject.toml`` declares (``critscale.kernels`` from ``kernels/``), built by
 pip like any install.  ``build`` builds from the files git tracks or would track (their working-tree content),
@@ -24,7 +24,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGING = ("pyproject.toml", "README.md", "LICENSE")
 
 
@@ -68,7 +68,7 @@ def check_wheel(wheel: Path, root: Path = ROOT) -> None:
         if paths:
             more = f" (and {len(paths) - 1} more)" if len(paths) > 1 else ""
             raise Refused(f"{wheel.name} was not built from this tree: {paths[0]} {problem}{more}; rebuild it "
-                          f"with `.venv/bin/python scripts/gpu_critscale_wheel.py build {wheel.parent}` "
+                          f"with `.venv/bin/python scripts/gpu_session/gpu_critscale_wheel.py build {wheel.parent}` "
                           "(`make gpu-wheelhouse` does too)")
 
 
@@ -77,7 +77,7 @@ def find_wheel(folder: Path) -> Path:
     wheels = sorted(folder.glob("critscale-*.whl"))
     if len(wheels) != 1:
         raise Refused(f"{folder}: {len(wheels)} critscale wheels, not one "
-                      f"(`.venv/bin/python scripts/gpu_critscale_wheel.py build {folder}` builds it)")
+                      f"(`.venv/bin/python scripts/gpu_session/gpu_critscale_wheel.py build {folder}` builds it)")
     return wheels[0]
 
 

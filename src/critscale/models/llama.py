@@ -7,10 +7,10 @@ counted twice unless tied.
 
 from __future__ import annotations
 
-from .families import Family, GenericFamily
+from .architectures import Architecture, GenericArchitecture
 
 
-class LlamaFamily(GenericFamily):
+class LlamaArchitecture(GenericArchitecture):
     name = "Llama family"
     model_types = ("llama", "mistral", "qwen2")
     size_fields = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",

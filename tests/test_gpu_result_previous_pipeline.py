@@ -1,6 +1,6 @@
 """The diagnosis of the previous pipeline (results/gpu/gpt2_small_attention.json) reaches chapter 13 through the one
-upgrade path: critscale.gpu_records.load gives it in the layout of scripts/gpu_gpt2.py, and the current readers of
-critscale.diagnostic.recorded read it.
+upgrade path: critscale.page.gpu_results.load gives it in the layout of scripts/gpu_gpt2.py, and the current readers of
+critscale.diagnostic.gpu_runs read it.
 
 The oracle below is the reader of the old layout as it was before the upgrade (``old_diagnosis``, ``old_text``,
 ``old_table``, once ``legacy_*`` in recorded.py), kept here only to pin what the page shows: the upgraded file must
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from critscale import gpu_records
-from critscale.diagnostic import recorded
+from critscale.page import gpu_results
+from critscale.diagnostic import gpu_runs as recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = json.loads((ROOT / "results" / "gpu" / "gpt2_small_attention.json").read_text())
@@ -69,7 +69,7 @@ def old_table(data):
 
 @pytest.fixture(scope="module")
 def upgraded():
-    return gpu_records.load("gpt2_small_attention")
+    return gpu_results.load("gpt2_small_attention")
 
 
 def test_the_committed_file_is_of_the_previous_layout():
@@ -108,15 +108,15 @@ def test_a_run_without_nulls_needs_the_share_it_is_stated_beside(upgraded):
 def test_a_file_of_neither_layout_is_refused_in_one_line():
     data = copy.deepcopy(RAW)
     data.pop("diagnose")
-    with pytest.raises(gpu_records.GpuRecordError, match=re.escape("not a diagnosis of the previous pipeline either "
+    with pytest.raises(gpu_results.GpuResultError, match=re.escape("not a diagnosis of the previous pipeline either "
                                                                    "(field 'diagnose')")) as err:
-        gpu_records.upgrade("gpt2_small_attention", data)
+        gpu_results.upgrade("gpt2_small_attention", data)
     assert "results/gpu/gpt2_small_attention.json" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_no_reader_of_the_old_layout_remains():
     """recorded.py held legacy_diagnosis, legacy_text and legacy_table, and chapter 13 called them."""
-    module = (ROOT / "src" / "critscale" / "diagnostic" / "recorded.py").read_text()
+    module = (ROOT / "src" / "critscale" / "diagnostic" / "gpu_runs.py").read_text()
     chapter = (ROOT / "notebooks" / "13_gpt2_attention.md").read_text()
     for needle in ("legacy_", "LEGACY_COLUMNS", "gamma16"):
         assert needle not in module, needle

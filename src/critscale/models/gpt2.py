@@ -1,4 +1,4 @@
-"""The size checks of the GPT-2 family (``model_type`` ``gpt2``: GPT-2, DistilGPT-2, the book's byte-level models).
+"""The size checks of the GPT-2 architecture (``model_type`` ``gpt2``: GPT-2, DistilGPT-2, the book's byte-level models).
 
 GPT-2's configuration names its sizes ``n_layer``, ``n_head``, ``n_embd``, ``n_positions``; messages about
 a configuration name those fields.  Its logit scale (:func:`attention_scale`) is ``1/sqrt(d_h)``, divided by
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .families import Family
+from .architectures import Architecture
 
 
 def attention_scale(config, layer: int) -> float:
@@ -22,7 +22,7 @@ def attention_scale(config, layer: int) -> float:
     return scale
 
 
-class GPT2Family(Family):
+class GPT2Architecture(Architecture):
     name = "GPT-2"
     model_types = ("gpt2",)
     size_fields = ("n_layer", "n_head", "n_embd", "n_positions", "vocab_size")
