@@ -602,7 +602,7 @@ def test_pdf_text_has_no_unrendered_objects_or_broken_references():
 def test_record_numbers_records_a_table_of_names_and_values_in_one_call(tmp_path, monkeypatch):
     """critscale.pagedata.record_numbers records each number as record() would, with the prose text of the keys
     text_digits names; a text_digits key without a number is refused before anything is written."""
-    from critscale import pagedata
+    from critscale.page import pagedata
 
     monkeypatch.setenv("CRITSCALE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("CRITSCALE_NOTEBOOK", "page")

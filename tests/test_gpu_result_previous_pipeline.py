@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from critscale.page import gpu_results
-from critscale.diagnostic import gpu_runs as recorded
+from critscale.diagnostic import gpu_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = json.loads((ROOT / "results" / "gpu" / "gpt2_small_attention.json").read_text())
@@ -30,8 +30,8 @@ OLD_COLUMNS = {"max_weight_median": "p_max", "first_weight_mean": "first_weight"
 
 
 def old_diagnosis(data):
-    return (pd.DataFrame(recorded._restore(data["heads"])).rename(columns=OLD_COLUMNS),
-            recorded._restore(dict(data["diagnose"])))
+    return (pd.DataFrame(gpu_runs._restore(data["heads"])).rename(columns=OLD_COLUMNS),
+            gpu_runs._restore(dict(data["diagnose"])))
 
 
 def _shape(config):
@@ -78,7 +78,7 @@ def test_the_committed_file_is_of_the_previous_layout():
 
 def test_the_upgraded_run_gives_the_diagnosis_the_old_reader_gave_bit_for_bit(upgraded):
     assert upgraded["pipeline"] == "previous" and upgraded["upgraded_from"] == "gpt2_small_attention"
-    diags = recorded.recorded_diagnoses(upgraded)
+    diags = gpu_runs.recorded_diagnoses(upgraded)
     assert list(diags) == ["GPT-2-small trained (previous pipeline)"]
     diag = diags["GPT-2-small trained (previous pipeline)"]
     heads, meta = old_diagnosis(RAW)
@@ -88,9 +88,9 @@ def test_the_upgraded_run_gives_the_diagnosis_the_old_reader_gave_bit_for_bit(up
 
 
 def test_the_upgraded_run_gives_the_table_and_words_the_old_reader_gave_bit_for_bit(upgraded):
-    assert not recorded.has_nulls(upgraded)
-    pd.testing.assert_frame_equal(recorded.recorded_table(upgraded), old_table(RAW), check_exact=True)
-    assert recorded.recorded_text(upgraded, gauss_linear_share=SHARE) == old_text(RAW, SHARE)
+    assert not gpu_runs.has_nulls(upgraded)
+    pd.testing.assert_frame_equal(gpu_runs.recorded_table(upgraded), old_table(RAW), check_exact=True)
+    assert gpu_runs.recorded_text(upgraded, gauss_linear_share=SHARE) == old_text(RAW, SHARE)
 
 
 def test_the_pinned_table_holds_the_files_counts():
@@ -102,7 +102,7 @@ def test_the_pinned_table_holds_the_files_counts():
 
 def test_a_run_without_nulls_needs_the_share_it_is_stated_beside(upgraded):
     with pytest.raises(ValueError, match="gauss_linear_share"):
-        recorded.recorded_text(upgraded)
+        gpu_runs.recorded_text(upgraded)
 
 
 def test_a_file_of_neither_layout_is_refused_in_one_line():
