@@ -169,7 +169,7 @@ def count_kernel(c: Compiled, block: str, scores_per_iteration: float) -> Kernel
 
 _COMMON = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
 _OUT1 = dict(o_top1="*fp32", o_top2="*fp32", o_low="*fp32", o_count="*i32", o_bad="*i32")
-_OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", tab_ptr="*i32", o_m0="*fp32", o_a="*fp32", o_b="*fp32",
+_OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", tab_ptr="*i64", o_m0="*fp32", o_a="*fp32", o_b="*fp32",
              o_n="*i32")
 
 
@@ -228,7 +228,7 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     import numpy as np
 
     from .ladder import beta_plan, chunks
-    from .twopass import pow2, table_constexprs
+    from .twopass import m0_mode, pow2, table_constexprs
 
     mod, block, lead, flags, div, stages, per_iter = _kind_setup(kind)
     BM, BN, NRC, NTC, warps = block
@@ -237,8 +237,9 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     NS, NTP = pow2(min(NRC, len(plan.roots)) * plan.levels), pow2(min(NTC, len(t)))
     npl = count_planes(kind)
     grids = [{}] + [dict(ROOTS2=c.roots2, NR=len(c.roots2), LVR=plan.levels, NS=NS, BNEED=c.bneed, NT=len(c.tcut),
-                         NTP=NTP, **table_constexprs(c), NPL=npl, NPLP=pow2(npl))
-                    for c in chunks(plan, t, NRC, NTC)]
+                         NTP=NTP, **table_constexprs(c), NPL=npl, NPLP=pow2(npl), M0=m0_mode(i, c),
+                         SNAP0=kind == "scores")
+                    for i, c in enumerate(chunks(plan, t, NRC, NTC, kind == "qk"))]
     return [dict(kind=kind, pass_=1 if i == 0 else 2, chunk=max(0, i - 1),
                  fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),
                  signature=dict(lead, **_COMMON, **(_OUT1 if i == 0 else _OUT2)),

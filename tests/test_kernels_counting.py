@@ -19,12 +19,20 @@ from critscale.kernels.testing import backend_params, require
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def table_rank(table: counting.CountTable, u: np.ndarray) -> np.ndarray:
-    """The kernel's rank formula (:func:`counting.thermometer_words`) in numpy."""
-    e = np.asarray(table.entries, dtype=np.int64)
-    base, inner = e[: table.nbk], e[table.nbk:] % (1 << 32)
+def table_words(table: counting.CountTable, u: np.ndarray) -> np.ndarray:
+    """The kernel's word formula (:func:`counting.thermometer_words`) in numpy: uint64 thermometer words."""
+    e = np.asarray(table.entries, dtype=np.int64).reshape(3, table.nbk)
+    below, above, inner = e[0].view(np.uint64), e[1].view(np.uint64), (e[2] % (1 << 32)).astype(np.uint32)
     bk = np.clip(u >> table.shift, table.blo, table.blo + table.nbk - 1) - table.blo
-    return base[bk] + (u > inner[bk])
+    gap, t_inner = u.astype(np.uint32).view(np.float32), inner[bk].view(np.float32)
+    return np.where(gap > t_inner, above[bk], below[bk])
+
+
+def table_rank(table: counting.CountTable, u: np.ndarray) -> np.ndarray:
+    """The rank ``#{j : T_j < u}`` a thermometer word encodes (its lowest set bit; 64 for the word 0)."""
+    w = table_words(table, u)
+    low = w & (~w + np.uint64(1))
+    return np.where(w == 0, 64, np.log2(np.where(w == 0, 1, low).astype(np.float64)).astype(np.int64))
 
 
 GRIDS = {
