@@ -1,15 +1,16 @@
 """Gap counts ``N(t_j) = #{i : Delta_i <= t_j}`` at a cost per score that does not depend on each threshold.
 
 Comparing every gap with every threshold costs a compare and an add per score and threshold.  Here each
-score costs one rank, found in a bucket table, and a few bitwise operations on one machine word that holds
-all the chunk's thresholds at once (up to 64: one bit each).
+score costs one lookup in a word table (a shift, a clamp, a float compare and a select per 32 bits) and a
+few bitwise operations on one machine word that holds all the chunk's thresholds at once (up to 64: one bit
+each), added into bit-sliced counters with carry-save adders.
 
 **Bits are order.**  For float32 values ``x, y >= +0`` (``+inf`` included) the bit patterns, read as
 unsigned integers, are ordered as the values: ``x <= y`` iff ``bits(x) <= bits(y)``.  Gaps are ``+0`` or
 positive (a maximum within ``snap`` counts as gap ``+0``; a masked entry has gap ``+inf``), and the
 thresholds are float32 values ``>= +0`` (``-0`` is turned into ``+0``, ``+inf`` into float32's largest
 value), so every comparison below is an exact integer comparison of ``u = bits(Delta)`` with
-``T_j = bits(t_j)``.
+``T_j = bits(t_j)``, or, the same thing, an exact float32 comparison of ``Delta`` with ``t_j``.
 
 **Rank.**  With the chunk's distinct thresholds ``T_0 < ... < T_{m-1}``, ``rank(u) = #{j : T_j < u}``
 satisfies ``rank(u) <= j  iff  u <= T_j`` (if ``u <= T_j`` no ``T_i`` with ``i >= j`` is below ``u``; if
@@ -17,25 +18,31 @@ satisfies ``rank(u) <= j  iff  u <= T_j`` (if ``u <= T_j`` no ``T_i`` with ``i >
 ``j >= rank`` set) is exactly ``[Delta <= t_j]``, and the count ``N(t_j)`` is the number of scores whose word
 has bit ``j`` set.
 
-**Bucket table (exact rank in O(1)).**  The host picks a shift ``S`` such that the buckets ``T_j >> S`` of
+**Word table (exact word in O(1)).**  The host picks a shift ``S`` such that the buckets ``T_j >> S`` of
 the thresholds are distinct, and clamps a score's bucket ``u >> S`` to ``[b_lo, b_hi]`` with
-``b_lo = (T_1 >> S) - 1`` and ``b_hi = max((T_{m-2} >> S) + 1, b_lo + 1)``.  Each clamped bucket is then a
-range of ``u`` that holds at most one threshold (the lowest range holds only ``T_0``, the highest only
-``T_{m-1}``; the host checks this for every entry).  For the range ``[lo, hi)`` of bucket ``k`` the table
-holds ``base_k = #{j : T_j < lo}`` and ``inner_k``, the threshold inside it (or ``2^32 - 1``, which no ``u``
-exceeds).  For ``u`` in that range ``rank(u) = base_k + [u > inner_k]``: the thresholds below ``lo`` are
-below ``u``, those at or above ``hi`` are above it, and the one inside is below ``u`` iff ``u > inner_k``.
-No step rounds, so the counts are exact for every gap, at the thresholds as well as between them.  A group of
-thresholds whose table would exceed :data:`TABLE_MAX` buckets (thresholds very close together over a wide
-range) is split into several groups, each a pass-2 chunk of its own.
+``b_hi = max((T_{m-2} >> S) + 1, b_lo + 1)`` and ``b_lo = (T_1 >> S) - 1``, or ``b_lo = 0`` when a table
+from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears).  Each clamped
+bucket is then a range of ``u`` that holds at most one threshold (the lowest range holds only ``T_0``, the
+highest only ``T_{m-1}``; the host checks this for every entry).  For the range ``[lo, hi)`` of bucket ``k``
+with ``base_k = #{j : T_j < lo}`` the table holds the word ``~0 << base_k``, the word ``~0 << (base_k + 1)``
+(or ``~0 << base_k`` again when the range holds no threshold) and ``inner_k``, the threshold inside it (or
+``+inf``, which no gap exceeds).  For ``u`` in that range ``rank(u) = base_k + [Delta > inner_k]``: the
+thresholds below ``lo`` are below ``u``, those at or above ``hi`` are above it, and the one inside is below
+``u`` iff ``Delta > inner_k``; so the word is the second word where ``Delta > inner_k`` and the first
+otherwise.  No step rounds, so the counts are exact for every gap, at the thresholds as well as between them.
+A group of thresholds whose table would exceed :data:`TABLE_MAX` buckets (thresholds very close together over
+a wide range) is split into several groups, each a pass-2 chunk of its own.
 
 **Counting words (bit-sliced counters).**  A lane adds the words of its scores bit position by bit
 position: its count of position ``j`` is kept in binary across ``P`` words ("planes"), bit ``p`` of the count
-in bit ``j`` of plane ``p``.  The ``V`` words of one tile are first added to each other with full adders on
-whole words (:func:`add_sliced`), then into the planes (:func:`ripple`).  Per score this is a fixed number of
-bitwise instructions on one or two 32-bit registers (the word is 32 or 64 bits), whatever the number of
-thresholds up to 64.  ``P`` is the bit length of the most scores one lane counts, so no carry leaves the
-last plane; the epilogue (:func:`plane_counts`) turns the planes into integer counts.
+in bit ``j`` of plane ``p``.  The column loop runs in blocks: inside a block the words go into a block
+counter of ``NLOW`` planes (:func:`count_words`: the ``V`` words of a tile with ``V - 1`` carry-save adders,
+Harley-Seal, and one carry word up the remaining low planes), and after the block, whose at most
+``2^NLOW - 1`` words keep every low count below ``2^NLOW``, the block counter is added into the planes
+(:func:`flush_low`).  Per score this is a fixed number of bitwise instructions on one or two 32-bit
+registers (the word is 32 or 64 bits), whatever the number of thresholds up to 64.  ``P`` is the bit length
+of the most scores one lane counts, so no carry leaves the last plane; the epilogue (:func:`plane_counts`)
+turns the planes into integer counts.
 """
 
 from __future__ import annotations
@@ -216,24 +223,33 @@ def add_sliced(a0, a1, a2, a3, b0, b1, b2, b3):
 
 
 @triton.jit
-def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True):
+def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE: tl.constexpr = -1):
     """Add the words ``(BM, V, L)`` of one tile (``V`` a power of two) into the block counter ``low``
     ``(BM, NLP, L)``, whose ``NLOW`` planes hold the low ``NLOW`` bits of each bit position's count.
 
     With ``COLS`` (a tile whose ``V`` columns sit in one thread) planes ``0 .. log2 V - 1`` are carry-save state
     (Harley-Seal): the ``V`` words cost ``V - 1`` carry-save adders, which leave one carry word of weight
-    ``V``; it runs up the planes ``log2 V .. NLOW - 1`` (a half adder each).  Without it (the qk kind's MMA
-    layout, which the column split would have to convert) the words are reduced over ``V <= 15`` into a
-    4-bit sliced number (:func:`add_sliced`) that is added into the planes with full adders.
-    The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``."""
+    ``V``; it runs up the planes ``log2 V .. NLOW - 1`` (a half adder each).  Two tiles in a row share that
+    climb: ``PHASE = 0`` parks the first tile's carry in plane ``NLOW``, ``PHASE = 1`` adds it, the second tile's
+    carry and plane ``log2 V`` with one more carry-save adder, whose carry of weight ``2 V`` climbs from plane
+    ``log2 V + 1`` (``PHASE = -1``: a tile on its own).  Without ``COLS`` (the qk kind's MMA layout, which the
+    column split would have to convert) the words are reduced over ``V <= 15`` into a 4-bit sliced number
+    (:func:`add_sliced`) that is added into the planes with full adders.
+    The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``, after a ``PHASE = 1``."""
     if COLS:
         V: tl.constexpr = words.shape[1]
         LV: tl.constexpr = (V >= 2) + (V >= 4) + (V >= 8) + (V >= 16) + (V >= 32)  # log2 V (V <= 32)
         low, carry = _tree(words, low, V, LV - 1)
-        for p in tl.static_range(LV, NLOW):
-            a = plane_get(low, p)
-            low = plane_set(low, p, a ^ carry)
-            carry = a & carry
+        if PHASE == 0:
+            low = plane_set(low, NLOW, carry)
+        else:
+            if PHASE == 1:
+                sp, carry = csa(plane_get(low, LV), plane_get(low, NLOW), carry)
+                low = plane_set(low, LV, sp)
+            for p in tl.static_range(LV + (PHASE == 1), NLOW):
+                a = plane_get(low, p)
+                low = plane_set(low, p, a ^ carry)
+                carry = a & carry
     else:
         z = tl.zeros_like(words)
         c0, c1, c2, c3 = tl.reduce((words, z, z, z), 1, add_sliced)

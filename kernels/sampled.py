@@ -407,13 +407,16 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
                    FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
-    KB: tl.constexpr = BLOCK_WORDS // _V  # tiles per block of the block counter (kernels.counting)
+    KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs) of the block counter (kernels.counting)
     for c0 in range(lo, hi, BN * KB):
         low = block_counter(acc_n, NLOW)
-        for c in range(c0, tl.minimum(c0 + BN * KB, hi), BN):
-            s, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-            m0, acc_a, acc_b, low = fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0)
+        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 2 * BN):  # two tiles per iteration share the count's climb
+            s0, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
+            m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
+            s1, _inside = _family_tile(seed, rows, rmask, row0, c + BN, hi, top_score, FAM, p0, p1, BN, FAST)
+            m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 

@@ -175,26 +175,27 @@ _OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", tab_ptr="*i64", o_m0="*fp32", o_
 
 def _kind_setup(kind: str) -> tuple:
     """(module, default GPU block, leading signature, compile-time flags, div16, num_stages, scores one thread
-    handles per loop iteration) of a kind as the benchmark launches it: fp32 scores; bf16 ``q`` and ``k`` with
+    handles per loop iteration of pass 1 and of pass 2) of a kind as the benchmark launches it: fp32 scores; bf16 ``q`` and ``k`` with
     ``d = 64``, not causal; gauss rows."""
     from . import qk, sampled, scores
 
     if kind == "scores":
         BM, BN, _, _, warps = scores.GPU_BLOCK
         return (scores, scores.GPU_BLOCK, {"x_ptr": "*fp32", "stride": "i32"}, {}, ("stride", "n"), 3,
-                2 * BM * BN / (32 * warps))  # the column loop is unrolled twice
+                (2 * BM * BN / (32 * warps),) * 2)  # two tiles per iteration: pass 1 unrolled, pass 2 paired
     if kind == "sampled":
         BM, BN, _, _, warps = sampled.GPU_BLOCK
         return (sampled, sampled.GPU_BLOCK,
                 {"seed": "i64", "p0": "fp32", "p1": "fp32", "top_score": "fp32", "row0": "i32"},
-                dict(FAM=sampled.GAUSS.value, FAST=True), (), 3, BM * BN / (32 * warps))
+                dict(FAM=sampled.GAUSS.value, FAST=True), (), 3,
+                (BM * BN / (32 * warps), 2 * BM * BN / (32 * warps)))  # pass 1: one tile per iteration, pass 2: two
     if kind == "qk":
         BM, BN, _, _, warps = qk.GPU_BLOCK
         return (qk, qk.GPU_BLOCK, {"q_ptr": "*bf16", "k_ptr": "*bf16", "s_qb": "i32", "s_qm": "i32", "s_kb": "i32",
                                    "s_kn": "i32", "d": "i32", "scale": "fp32", "causal_offset": "i32"},
                 dict(BD=64, CAUSAL=False, CAST=False, IEEE=False, STAGES=qk.GPU_STAGES, s_qd=1, s_kd=1),
                 ("s_qb", "s_qm", "s_kb", "s_kn"), qk.GPU_STAGES,
-                BM * BN / (32 * warps))  # one tile per iteration (pipelined, not unrolled)
+                (BM * BN / (32 * warps),) * 2)  # one tile per iteration (pipelined, not unrolled)
     raise ValueError(f"kind must be 'scores', 'qk' or 'sampled', got {kind!r}")
 
 
@@ -244,7 +245,7 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
                  fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),
                  signature=dict(lead, **_COMMON, **(_OUT1 if i == 0 else _OUT2)),
                  constexprs=dict(BM=BM, BN=BN, **g, **flags), div16=div, num_warps=warps, num_stages=stages,
-                 block=str(block), scores_per_iteration=per_iter) for i, g in enumerate(grids)]
+                 block=str(block), scores_per_iteration=per_iter[min(i, 1)]) for i, g in enumerate(grids)]
 
 
 def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]:

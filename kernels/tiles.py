@@ -158,8 +158,9 @@ def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr
 
 @triton.jit
 def block_counter(planes, NLOW: tl.constexpr):
-    """A zeroed block counter: ``NLOW`` planes (padded to a power of two) of the dtype of ``planes``."""
-    NLP: tl.constexpr = 8 if NLOW > 4 else 4
+    """A zeroed block counter: ``NLOW`` planes and the parked carry of :func:`critscale.kernels.counting.count_words`
+    (padded to a power of two), of the dtype of ``planes``."""
+    NLP: tl.constexpr = 8 if NLOW > 3 else 4
     return tl.zeros([planes.shape[0], NLP, planes.shape[2]], planes.dtype)
 
 
@@ -198,7 +199,7 @@ def chain_fma(x, y, acc, V: tl.constexpr):
 def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
                LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr,
                BLO: tl.constexpr, NBK: tl.constexpr, NLOW: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr,
-               COLS: tl.constexpr = True):
+               COLS: tl.constexpr = True, PHASE: tl.constexpr = -1):
     """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
 
     The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
@@ -219,7 +220,7 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexp
     is counted as it is (``top - s`` is ``+0``, never ``-0``, for ``s = top``).
     The counts of the chunk's ``NT`` thresholds go as thermometer words (the word table at ``tab_ptr``:
     ``SHIFT``, ``BLO``, ``NBK``; held on chip for the qk kind's pipelined loop, which is the one without ``COLS``)
-    into the block counter ``low`` (:mod:`critscale.kernels.counting`).
+    into the block counter ``low`` (:mod:`critscale.kernels.counting`; ``PHASE`` pairs two tiles in a row).
     """
     delta = top[:, None, None] - s  # (BM, V, L); +inf where masked
     near = delta <= snap[:, None, None]
@@ -257,7 +258,7 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexp
             dcount = delta
         else:
             dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap +0
-        low = count_words(thermometer_words(dcount, tab_ptr, low, SHIFT, BLO, NBK, not COLS), low, NLOW, COLS)
+        low = count_words(thermometer_words(dcount, tab_ptr, low, SHIFT, BLO, NBK, not COLS), low, NLOW, COLS, PHASE)
     return m0, acc_a, acc_b, low
 
 
