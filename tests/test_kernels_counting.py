@@ -154,9 +154,11 @@ def test_m0_from_the_count_at_zero_and_counted_on_its_own(backend):
 
 def test_recorded_pass2_of_stored_scores_spends_little_beyond_the_ladder():
     """Pass 2 of stored scores on the 32-value grid: beyond the ladder's FMA-pipe arithmetic and its 8 ex2, the
-    gaps, the counts of 64 thresholds and the loop take at most 22 instructions per score in the recorded code.
-    The counting by rank, shifted 64-bit words and a ripple through every plane per tile took 38.6."""
+    gaps, the counts of 64 thresholds and the loop (with the block counter's flush spread over its block) take at
+    most 24 instructions per score in the recorded code.  The counting by rank, shifted 64-bit words and a
+    ripple through every plane per tile took 38.6."""
     rec = json.loads((ROOT / "results" / "sass" / "kernels_sass.json").read_text())
     k = rec["kinds"]["scores"]["grid32"]["kernels"][1]
     ps = k["per_score"]
-    assert ps["total"] - ps.get("FMA", 0.0) - ps.get("MUFU", 0.0) <= 22.0, ps
+    assert k["scores_per_block"] > 0 and k["block_instructions"] > 0  # the flush is counted
+    assert ps["total"] - ps.get("FMA", 0.0) - ps.get("MUFU", 0.0) <= 24.0, ps
