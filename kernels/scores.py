@@ -77,7 +77,8 @@ def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K
 # contiguous bytes of a row.  The row stride and ``n`` are specialised (Triton marks them divisible by 16
 # when they are), and each column chunk starts at a multiple of BN, so the compiler can prove the 16-byte
 # alignment of every vector and the constancy of the mask ``cols < hi`` over each vector.  The column loop
-# is unrolled twice (``loop_unroll_factor``), so that each thread has two 16-byte loads in flight.
+# takes two tiles per iteration (pass 1: ``loop_unroll_factor``; pass 2: a pair, whose counts share one climb of
+# the block counter), so that each thread has two 16-byte loads in flight.
 
 
 @triton.jit
