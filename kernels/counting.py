@@ -210,8 +210,8 @@ def _tree(words, low, V: tl.constexpr, P: tl.constexpr):
 
 
 @triton.jit
-def add_sliced(a0, a1, a2, a3, b0, b1, b2, b3):
-    """Sum of two bit-sliced 4-bit numbers (per bit position of the words): full adders on whole words."""
+def add_sliced(a0, a1, a2, a3, a4, b0, b1, b2, b3, b4):
+    """Sum of two bit-sliced 5-bit numbers (per bit position of the words): full adders on whole words."""
     s0 = a0 ^ b0
     k = a0 & b0
     s1 = a1 ^ b1 ^ k
@@ -219,7 +219,9 @@ def add_sliced(a0, a1, a2, a3, b0, b1, b2, b3):
     s2 = a2 ^ b2 ^ k
     k = (a2 & b2) | (k & (a2 ^ b2))
     s3 = a3 ^ b3 ^ k
-    return s0, s1, s2, s3
+    k = (a3 & b3) | (k & (a3 ^ b3))
+    s4 = a4 ^ b4 ^ k
+    return s0, s1, s2, s3, s4
 
 
 @triton.jit
@@ -233,7 +235,7 @@ def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE
     climb: ``PHASE = 0`` parks the first tile's carry in plane ``NLOW``, ``PHASE = 1`` adds it, the second tile's
     carry and plane ``log2 V`` with one more carry-save adder, whose carry of weight ``2 V`` climbs from plane
     ``log2 V + 1`` (``PHASE = -1``: a tile on its own).  Without ``COLS`` (the qk kind's MMA layout, which the
-    column split would have to convert) the words are reduced over ``V <= 15`` into a 4-bit sliced number
+    column split would have to convert) the words are reduced over ``V <= 31`` into a 5-bit sliced number
     (:func:`add_sliced`) that is added into the planes with full adders.
     The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``, after a ``PHASE = 1``."""
     if COLS:
@@ -251,8 +253,9 @@ def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE
                 low = plane_set(low, p, a ^ carry)
                 carry = a & carry
     else:
+        tl.static_assert(words.shape[1] <= 31, "count_words: at most 31 words per lane and tile without COLS")
         z = tl.zeros_like(words)
-        c0, c1, c2, c3 = tl.reduce((words, z, z, z), 1, add_sliced)
+        c0, c1, c2, c3, c4 = tl.reduce((words, z, z, z, z), 1, add_sliced)
         carry = tl.zeros_like(c0)
         for p in tl.static_range(NLOW):
             a = plane_get(low, p)
@@ -264,6 +267,8 @@ def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE
                 x = c2
             elif p == 3:
                 x = c3
+            elif p == 4:
+                x = c4
             else:
                 x = tl.zeros_like(c0)
             low = plane_set(low, p, a ^ x ^ carry)
