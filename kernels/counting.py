@@ -1,15 +1,16 @@
 """Gap counts ``N(t_j) = #{i : Delta_i <= t_j}`` at a cost per score that does not depend on each threshold.
 
 Comparing every gap with every threshold costs a compare and an add per score and threshold.  Here each
-score costs one rank, found in a bucket table, and a few bitwise operations on one machine word that holds
-all the chunk's thresholds at once (up to 64: one bit each).
+score costs one lookup in a word table (a shift, a clamp, a float compare and a select per 32 bits) and a
+few bitwise operations on one machine word that holds all the chunk's thresholds at once (up to 64: one bit
+each), added into bit-sliced counters with carry-save adders.
 
 **Bits are order.**  For float32 values ``x, y >= +0`` (``+inf`` included) the bit patterns, read as
 unsigned integers, are ordered as the values: ``x <= y`` iff ``bits(x) <= bits(y)``.  Gaps are ``+0`` or
 positive (a maximum within ``snap`` counts as gap ``+0``; a masked entry has gap ``+inf``), and the
 thresholds are float32 values ``>= +0`` (``-0`` is turned into ``+0``, ``+inf`` into float32's largest
 value), so every comparison below is an exact integer comparison of ``u = bits(Delta)`` with
-``T_j = bits(t_j)``.
+``T_j = bits(t_j)``, or, the same thing, an exact float32 comparison of ``Delta`` with ``t_j``.
 
 **Rank.**  With the chunk's distinct thresholds ``T_0 < ... < T_{m-1}``, ``rank(u) = #{j : T_j < u}``
 satisfies ``rank(u) <= j  iff  u <= T_j`` (if ``u <= T_j`` no ``T_i`` with ``i >= j`` is below ``u``; if
@@ -17,25 +18,31 @@ satisfies ``rank(u) <= j  iff  u <= T_j`` (if ``u <= T_j`` no ``T_i`` with ``i >
 ``j >= rank`` set) is exactly ``[Delta <= t_j]``, and the count ``N(t_j)`` is the number of scores whose word
 has bit ``j`` set.
 
-**Bucket table (exact rank in O(1)).**  The host picks a shift ``S`` such that the buckets ``T_j >> S`` of
+**Word table (exact word in O(1)).**  The host picks a shift ``S`` such that the buckets ``T_j >> S`` of
 the thresholds are distinct, and clamps a score's bucket ``u >> S`` to ``[b_lo, b_hi]`` with
-``b_lo = (T_1 >> S) - 1`` and ``b_hi = max((T_{m-2} >> S) + 1, b_lo + 1)``.  Each clamped bucket is then a
-range of ``u`` that holds at most one threshold (the lowest range holds only ``T_0``, the highest only
-``T_{m-1}``; the host checks this for every entry).  For the range ``[lo, hi)`` of bucket ``k`` the table
-holds ``base_k = #{j : T_j < lo}`` and ``inner_k``, the threshold inside it (or ``2^32 - 1``, which no ``u``
-exceeds).  For ``u`` in that range ``rank(u) = base_k + [u > inner_k]``: the thresholds below ``lo`` are
-below ``u``, those at or above ``hi`` are above it, and the one inside is below ``u`` iff ``u > inner_k``.
-No step rounds, so the counts are exact for every gap, at the thresholds as well as between them.  A group of
-thresholds whose table would exceed :data:`TABLE_MAX` buckets (thresholds very close together over a wide
-range) is split into several groups, each a pass-2 chunk of its own.
+``b_hi = max((T_{m-2} >> S) + 1, b_lo + 1)`` and ``b_lo = (T_1 >> S) - 1``, or ``b_lo = 0`` when a table
+from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears).  Each clamped
+bucket is then a range of ``u`` that holds at most one threshold (the lowest range holds only ``T_0``, the
+highest only ``T_{m-1}``; the host checks this for every entry).  For the range ``[lo, hi)`` of bucket ``k``
+with ``base_k = #{j : T_j < lo}`` the table holds the word ``~0 << base_k``, the word ``~0 << (base_k + 1)``
+(or ``~0 << base_k`` again when the range holds no threshold) and ``inner_k``, the threshold inside it (or
+``+inf``, which no gap exceeds).  For ``u`` in that range ``rank(u) = base_k + [Delta > inner_k]``: the
+thresholds below ``lo`` are below ``u``, those at or above ``hi`` are above it, and the one inside is below
+``u`` iff ``Delta > inner_k``; so the word is the second word where ``Delta > inner_k`` and the first
+otherwise.  No step rounds, so the counts are exact for every gap, at the thresholds as well as between them.
+A group of thresholds whose table would exceed :data:`TABLE_MAX` buckets (thresholds very close together over
+a wide range) is split into several groups, each a pass-2 chunk of its own.
 
 **Counting words (bit-sliced counters).**  A lane adds the words of its scores bit position by bit
 position: its count of position ``j`` is kept in binary across ``P`` words ("planes"), bit ``p`` of the count
-in bit ``j`` of plane ``p``.  The ``V`` words of one tile are first added to each other with full adders on
-whole words (:func:`add_sliced`), then into the planes (:func:`ripple`).  Per score this is a fixed number of
-bitwise instructions on one or two 32-bit registers (the word is 32 or 64 bits), whatever the number of
-thresholds up to 64.  ``P`` is the bit length of the most scores one lane counts, so no carry leaves the
-last plane; the epilogue (:func:`plane_counts`) turns the planes into integer counts.
+in bit ``j`` of plane ``p``.  The column loop runs in blocks: inside a block the words go into a block
+counter of ``NLOW`` planes (:func:`count_words`: the ``V`` words of a tile with ``V - 1`` carry-save adders,
+Harley-Seal, and one carry word up the remaining low planes), and after the block, whose at most
+``2^NLOW - 1`` words keep every low count below ``2^NLOW``, the block counter is added into the planes
+(:func:`flush_low`).  Per score this is a fixed number of bitwise instructions on one or two 32-bit
+registers (the word is 32 or 64 bits), whatever the number of thresholds up to 64.  ``P`` is the bit length
+of the most scores one lane counts, so no carry leaves the last plane; the epilogue (:func:`plane_counts`)
+turns the planes into integer counts.
 """
 
 from __future__ import annotations
@@ -51,13 +58,16 @@ __all__ = ["CountTable", "TABLE_MAX", "ThresholdGroup", "count_table", "planes_f
            "threshold_groups"]
 
 TABLE_MAX = 4096  # buckets of one chunk's table (int32 pairs: 32 KiB, read through the L1 cache)
-_NONE = (1 << 32) - 1  # "no threshold in this bucket": no uint32 exceeds it
+_NONE = 0x7F800000  # "no threshold in this bucket": +inf, which no gap (>= +0, not NaN) exceeds
 
 
 @dataclass(frozen=True)
 class CountTable:
-    """The bucket table of one chunk: shift ``S``, lowest bucket ``b_lo``, ``nbk`` buckets and ``entries``
-    (``nbk`` bases, then ``nbk`` inner thresholds as int32 bit patterns)."""
+    """The word table of one chunk: shift ``S``, lowest bucket ``b_lo``, ``nbk`` buckets and ``entries``, three
+    int64 arrays of ``nbk`` values one after the other: the thermometer word ``~0 << base_k`` of each bucket (bits
+    ``0 .. 63``; ``0`` for ``base_k = 64``), the word ``~0 << (base_k + 1)`` of the gaps above its inner threshold
+    (the same word when it holds none), and that threshold as float32 bits (``+inf`` when it holds none, which no
+    gap exceeds)."""
 
     shift: int
     blo: int
@@ -83,9 +93,19 @@ def threshold_bits(t) -> np.ndarray:
     return x.view(np.uint32).astype(np.int64)
 
 
-def count_table(bits: list[int]) -> CountTable | None:
+def _signed64(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def thermometer(rank: int) -> int:
+    """The 64-bit word with bits ``rank .. 63`` set (``[Delta <= t_j]`` for a gap of that rank), as an int."""
+    return ((1 << 64) - 1) & ~((1 << rank) - 1) if rank < 64 else 0
+
+
+def count_table(bits: list[int], compact: bool = False) -> CountTable | None:
     """The table of the distinct ascending bit patterns ``bits`` (module docstring), or ``None`` when it
-    would need more than :data:`TABLE_MAX` buckets."""
+    would need more than :data:`TABLE_MAX` buckets.  It starts at bucket 0 (no lower clamp in the kernel)
+    when that fits, unless ``compact`` (a table held on chip, :func:`thermometer_words` with ``GATHER``)."""
     m = len(bits)
     for shift in range(31, 0, -1):
         b = [x >> shift for x in bits]
@@ -93,26 +113,29 @@ def count_table(bits: list[int]) -> CountTable | None:
             continue
         blo = b[0] if m == 1 else b[1] - 1
         bhi = b[0] if m == 1 else max(b[m - 2] + 1, blo + 1)
+        if not compact and 1 << bhi.bit_length() <= TABLE_MAX:
+            blo = 0  # the table starts at bucket 0: no lower clamp in the kernel
         nbk = 1 << (bhi - blo).bit_length()  # a power of two (a tensor shape); the buckets above b_hi hold none
         if nbk > TABLE_MAX:
             return None
-        base, inner = [], []
+        words, above, inner = [], [], []
         for k in range(nbk):
             lo = 0 if k == 0 else (blo + k) << shift
             hi = 1 << 32 if k == nbk - 1 else (blo + k + 1) << shift
             i0, i1 = bisect.bisect_left(bits, lo), bisect.bisect_left(bits, hi)
             if i1 - i0 > 1:
                 raise AssertionError(f"bucket {k} holds {i1 - i0} thresholds")  # excluded by the choice of b_lo, b_hi
-            base.append(i0)
+            words.append(_signed64(thermometer(i0)))
+            above.append(_signed64(thermometer(i1)))
             inner.append(bits[i0] if i1 > i0 else _NONE)
-        signed = [v - (1 << 32) if v >= 1 << 31 else v for v in inner]
-        return CountTable(shift=shift, blo=blo, nbk=nbk, entries=tuple(base + signed))
+        return CountTable(shift=shift, blo=blo, nbk=nbk, entries=tuple(words + above + inner))
     return None  # distinct patterns that differ only in their last bit, with others far away
 
 
-def threshold_groups(t: tuple[float, ...], per_group: int) -> tuple[ThresholdGroup, ...]:
+def threshold_groups(t: tuple[float, ...], per_group: int, compact: bool = False) -> tuple[ThresholdGroup, ...]:
     """Split the sorted thresholds ``t`` into consecutive groups of at most ``per_group`` distinct float32
-    values, each with a table of at most :data:`TABLE_MAX` buckets (greedy, in order)."""
+    values, each with a table of at most :data:`TABLE_MAX` buckets (greedy, in order; ``compact`` tables
+    as :func:`count_table`)."""
     bits = [int(v) for v in threshold_bits(t)] if len(t) else []
     groups, start = [], 0
     while start < len(bits):
@@ -121,7 +144,7 @@ def threshold_groups(t: tuple[float, ...], per_group: int) -> tuple[ThresholdGro
             distinct = sorted(set(bits[start:end]))
             if len(distinct) > per_group:
                 break
-            table = count_table(distinct)
+            table = count_table(distinct, compact)
             if table is None:
                 break
             best = (end, distinct, table)
@@ -145,8 +168,50 @@ def planes_for(max_per_lane: int) -> int:
 
 
 @triton.jit
-def add_sliced(a0, a1, a2, a3, b0, b1, b2, b3):
-    """Sum of two bit-sliced 4-bit numbers (per bit position of the words): full adders on whole words."""
+def halves(x):
+    """The columns of ``x`` ``(BM, V, L)`` in two halves ``(BM, V / 2, L)`` (even and odd ``v``; in-thread)."""
+    y = tl.reshape(tl.permute(x, (0, 2, 1)), [x.shape[0], x.shape[2], x.shape[1] // 2, 2])
+    a, b = tl.split(y)
+    return tl.permute(a, (0, 2, 1)), tl.permute(b, (0, 2, 1))
+
+
+@triton.jit
+def csa(a, b, c):
+    """Carry-save adder on whole words: per bit position ``a + b + c = s + 2 k`` (one ``LOP3`` each)."""
+    return a ^ b ^ c, (a & b) | (c & (a ^ b))
+
+
+@triton.jit
+def plane_get(planes, p: tl.constexpr):
+    """Plane ``p`` ``(BM, L)`` of ``planes`` ``(BM, NP, L)`` (a select the compiler folds away)."""
+    pidx = tl.arange(0, planes.shape[1])[None, :, None]
+    return tl.sum(tl.where(pidx == p, planes, 0), axis=1)
+
+
+@triton.jit
+def plane_set(planes, p: tl.constexpr, x):
+    """``planes`` with plane ``p`` replaced by ``x`` ``(BM, L)``."""
+    pidx = tl.arange(0, planes.shape[1])[None, :, None]
+    return tl.where(pidx == p, x[:, None, :], planes)
+
+
+@triton.jit
+def _tree(words, low, V: tl.constexpr, P: tl.constexpr):
+    """Add the ``V`` (a power of two) words ``(BM, V, L)`` into low planes ``0 .. P`` (``P = log2 V - 1``), kept
+    as the low bits of the count; returns the planes and the carry word of weight ``V`` (``V - 1`` adders)."""
+    if V == 1:
+        return low, tl.reshape(words, [words.shape[0], words.shape[2]])
+    else:
+        x0, x1 = halves(words)
+        low, c0 = _tree(x0, low, V // 2, P - 1)
+        low, c1 = _tree(x1, low, V // 2, P - 1)
+        sp, carry = csa(plane_get(low, P), c0, c1)
+        return plane_set(low, P, sp), carry
+
+
+@triton.jit
+def add_sliced(a0, a1, a2, a3, a4, b0, b1, b2, b3, b4):
+    """Sum of two bit-sliced 5-bit numbers (per bit position of the words): full adders on whole words."""
     s0 = a0 ^ b0
     k = a0 & b0
     s1 = a1 ^ b1 ^ k
@@ -154,61 +219,116 @@ def add_sliced(a0, a1, a2, a3, b0, b1, b2, b3):
     s2 = a2 ^ b2 ^ k
     k = (a2 & b2) | (k & (a2 ^ b2))
     s3 = a3 ^ b3 ^ k
-    return s0, s1, s2, s3
+    k = (a3 & b3) | (k & (a3 ^ b3))
+    s4 = a4 ^ b4 ^ k
+    return s0, s1, s2, s3, s4
 
 
 @triton.jit
-def thermometer_words(dcount, tab_ptr, word_like, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
-                      NT: tl.constexpr, WBITS: tl.constexpr):
-    """For gaps ``dcount`` (``>= +0``): the words ``~0 << rank`` (bit ``j`` = ``[Delta <= t_j]``), dtype of
-    ``word_like``; the rank comes from the bucket table at ``tab_ptr``."""
-    u = dcount.to(tl.uint32, bitcast=True)
-    tab_base = tl.load(tab_ptr + tl.arange(0, NBK))
-    tab_inner = tl.load(tab_ptr + NBK + tl.arange(0, NBK))
-    bk = tl.minimum(tl.maximum((u >> SHIFT).to(tl.int32), BLO), BLO + NBK - 1) - BLO
-    # a gather from the table held on chip (loaded once per program): no global load in the loop, which the
-    # software pipeliner of the qk kind's loop could not schedule around its tensor-core product
-    flat = tl.reshape(bk, [bk.numel])
-    base = tl.reshape(tl.gather(tab_base, flat, 0), bk.shape)
-    inner = tl.reshape(tl.gather(tab_inner, flat, 0), bk.shape).to(tl.uint32, bitcast=True)
-    rank = base + (u > inner).to(tl.int32)
-    ones = tl.full(dcount.shape, (1 << WBITS) - 1, word_like.dtype)
-    if NT >= WBITS:  # rank can be WBITS: a shift by the word's width is not defined
-        return tl.where(rank >= WBITS, tl.zeros_like(ones), ones << tl.minimum(rank, WBITS - 1).to(word_like.dtype))
-    else:
-        return ones << rank.to(word_like.dtype)
+def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE: tl.constexpr = -1):
+    """Add the words ``(BM, V, L)`` of one tile (``V`` a power of two) into the block counter ``low``
+    ``(BM, NLP, L)``, whose ``NLOW`` planes hold the low ``NLOW`` bits of each bit position's count.
 
-
-@triton.jit
-def ripple(planes, c0, c1, c2, c3, NPL: tl.constexpr, NPLP: tl.constexpr):
-    """Add the bit-sliced numbers ``(c0, c1, c2, c3)`` ``(BM, L)`` into the lane's ``NPL`` planes
-    ``(BM, NPLP, L)`` (bit ``p`` of each count in plane ``p``)."""
-    pidx = tl.arange(0, NPLP)[None, :, None]
-    carry = tl.zeros_like(c0)
-    for p in tl.static_range(NPL):
-        a = tl.sum(tl.where(pidx == p, planes, 0), axis=1)
-        if p == 0:
-            x = c0
-        elif p == 1:
-            x = c1
-        elif p == 2:
-            x = c2
-        elif p == 3:
-            x = c3
+    With ``COLS`` (a tile whose ``V`` columns sit in one thread) planes ``0 .. log2 V - 1`` are carry-save state
+    (Harley-Seal): the ``V`` words cost ``V - 1`` carry-save adders, which leave one carry word of weight
+    ``V``; it runs up the planes ``log2 V .. NLOW - 1`` (a half adder each).  Two tiles in a row share that
+    climb: ``PHASE = 0`` parks the first tile's carry in plane ``NLOW``, ``PHASE = 1`` adds it, the second tile's
+    carry and plane ``log2 V`` with one more carry-save adder, whose carry of weight ``2 V`` climbs from plane
+    ``log2 V + 1`` (``PHASE = -1``: a tile on its own).  Without ``COLS`` (the qk kind's MMA layout, which the
+    column split would have to convert) the words are reduced over ``V <= 31`` into a 5-bit sliced number
+    (:func:`add_sliced`) that is added into the planes with full adders.
+    The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``, after a ``PHASE = 1``."""
+    if COLS:
+        V: tl.constexpr = words.shape[1]
+        LV: tl.constexpr = (V >= 2) + (V >= 4) + (V >= 8) + (V >= 16) + (V >= 32)  # log2 V (V <= 32)
+        low, carry = _tree(words, low, V, LV - 1)
+        if PHASE == 0:
+            low = plane_set(low, NLOW, carry)
         else:
-            x = tl.zeros_like(c0)
-        s = a ^ x ^ carry
-        carry = (a & x) | (carry & (a ^ x))
-        planes = tl.where(pidx == p, s[:, None, :], planes)
+            if PHASE == 1:
+                sp, carry = csa(plane_get(low, LV), plane_get(low, NLOW), carry)
+                low = plane_set(low, LV, sp)
+            for p in tl.static_range(LV + (PHASE == 1), NLOW):
+                a = plane_get(low, p)
+                low = plane_set(low, p, a ^ carry)
+                carry = a & carry
+    else:
+        tl.static_assert(words.shape[1] <= 31, "count_words: at most 31 words per lane and tile without COLS")
+        z = tl.zeros_like(words)
+        c0, c1, c2, c3, c4 = tl.reduce((words, z, z, z, z), 1, add_sliced)
+        carry = tl.zeros_like(c0)
+        for p in tl.static_range(NLOW):
+            a = plane_get(low, p)
+            if p == 0:
+                x = c0
+            elif p == 1:
+                x = c1
+            elif p == 2:
+                x = c2
+            elif p == 3:
+                x = c3
+            elif p == 4:
+                x = c4
+            else:
+                x = tl.zeros_like(c0)
+            low = plane_set(low, p, a ^ x ^ carry)
+            carry = (a & x) | (carry & (a ^ x))
+    return low
+
+
+@triton.jit
+def flush_low(planes, low, NPL: tl.constexpr, NLOW: tl.constexpr):
+    """Add the block counter ``low`` (``NLOW`` planes) into the lane's ``NPL`` planes (a full adder per plane):
+    a lane's count is below ``2^NPL``, so no carry leaves the last plane and ``low`` has no bit at or above it."""
+    carry = tl.zeros([planes.shape[0], planes.shape[2]], planes.dtype)
+    for p in tl.static_range(NPL):
+        a = plane_get(planes, p)
+        if p < NLOW:
+            x = plane_get(low, p)
+            planes = plane_set(planes, p, a ^ x ^ carry)
+            carry = (a & x) | (carry & (a ^ x))
+        else:
+            planes = plane_set(planes, p, a ^ carry)
+            carry = a & carry
     return planes
 
 
 @triton.jit
-def count_words(words, planes, NPL: tl.constexpr, NPLP: tl.constexpr):
-    """Add the words ``(BM, V, L)`` (``V <= 15``) of one tile into the planes ``(BM, NPLP, L)``."""
-    z = tl.zeros_like(words)
-    c0, c1, c2, c3 = tl.reduce((words, z, z, z), 1, add_sliced)
-    return ripple(planes, c0, c1, c2, c3, NPL, NPLP)
+def _gather_word(arr_ptr, flat, bk, NBK: tl.constexpr, word_like):
+    """Entries ``flat`` of the int64 array at ``arr_ptr`` (``NBK`` long, loaded once), as ``word_like``'s dtype."""
+    a = tl.load(arr_ptr + tl.arange(0, NBK))
+    lo = tl.reshape(tl.gather(a.to(tl.int32), flat, 0), bk.shape).to(tl.uint32)
+    if word_like.dtype == tl.uint32:
+        return lo
+    else:
+        hi = tl.reshape(tl.gather((a >> 32).to(tl.int32), flat, 0), bk.shape).to(tl.uint32)
+        return (hi.to(tl.uint64) << 32) | lo.to(tl.uint64)
+
+
+@triton.jit
+def thermometer_words(dcount, tab_ptr, word_like, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
+                      GATHER: tl.constexpr = False):
+    """For gaps ``dcount`` (``>= +0``): the words ``~0 << rank`` (bit ``j`` = ``[Delta <= t_j]``), dtype of
+    ``word_like`` (uint32: bits 0 .. 31 of the table's words; uint64: all 64), from the word table at
+    ``tab_ptr``: the bucket's word above its inner threshold, else its word at or below it (one compare and a
+    select per 32 bits).  With ``GATHER`` the table is loaded once per program and read by a gather on chip (no
+    global load in the loop: the software pipeliner of the qk kind's loop cannot schedule one around its
+    tensor-core product); otherwise each word is a load that the L1 cache serves."""
+    u = dcount.to(tl.uint32, bitcast=True)
+    bk = u >> SHIFT
+    if BLO > 0:
+        bk = tl.maximum(bk, BLO)
+    bk = tl.minimum(bk, BLO + NBK - 1)  # the bucket, clamped (module docstring)
+    if GATHER:  # int32 pieces (a 64-bit gather is not made in shared memory)
+        flat = tl.reshape(bk - BLO, [bk.numel]).to(tl.int32)
+        below = _gather_word(tab_ptr, flat, bk, NBK, word_like)
+        above = _gather_word(tab_ptr + NBK, flat, bk, NBK, word_like)
+        inner = tl.reshape(tl.gather(tl.load(tab_ptr + 2 * NBK + tl.arange(0, NBK)).to(tl.int32), flat, 0), bk.shape)
+    else:
+        row = (tab_ptr - BLO) + bk  # the table's arrays start at bucket BLO
+        below, above, inner = tl.load(row), tl.load(row + NBK), tl.load(row + 2 * NBK)
+    word = tl.where(dcount > inner.to(tl.uint32).to(tl.float32, bitcast=True), above, below)
+    return word.to(word_like.dtype)
 
 
 @triton.jit

@@ -156,10 +156,10 @@ class Chunk:
 
 @functools.lru_cache(maxsize=64)
 def _chunks(plan_key: tuple[float, ...], t: tuple[float, ...], roots_per_chunk: int,
-            t_per_chunk: int) -> tuple[Chunk, ...]:
+            t_per_chunk: int, compact: bool = False) -> tuple[Chunk, ...]:
     plan = _plan(plan_key)
     roots2 = [float(np.float32(r * LOG2E)) for r in plan.roots]
-    groups = threshold_groups(t, t_per_chunk)
+    groups = threshold_groups(t, t_per_chunk, compact)
     nch = max(1, -(-len(plan.roots) // roots_per_chunk), len(groups))
     wanted = {int(a) for a in plan.a_slot if a >= 0}  # slots of requested betas; the others only feed C
     bneed = [slot in wanted for slot in range(len(plan.roots) * plan.levels)]
@@ -175,10 +175,12 @@ def _chunks(plan_key: tuple[float, ...], t: tuple[float, ...], roots_per_chunk: 
     return tuple(out)
 
 
-def chunks(plan: BetaPlan, t: np.ndarray, roots_per_chunk: int, t_per_chunk: int) -> tuple[Chunk, ...]:
-    """The pass-2 launches of a plan and a threshold grid (cached per grid and chunk sizes)."""
+def chunks(plan: BetaPlan, t: np.ndarray, roots_per_chunk: int, t_per_chunk: int,
+           compact: bool = False) -> tuple[Chunk, ...]:
+    """The pass-2 launches of a plan and a threshold grid (cached per grid and chunk sizes); ``compact``: word
+    tables held on chip (:func:`critscale.kernels.counting.count_table`)."""
     return _chunks(tuple(float(b) for b in plan.beta), tuple(float(x) for x in t), int(roots_per_chunk),
-                   int(t_per_chunk))
+                   int(t_per_chunk), bool(compact))
 
 
 @functools.lru_cache(maxsize=64)

@@ -37,8 +37,8 @@ import triton.language as tl
 from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
 from .rowstats import RowStats, reference_from_scores, restore
 from .scores import checked_reference, check_block
-from .tiles import (fold_pass1, fold_pass2_tree, init_pass1, init_pass2, pass_prologue, store_pass1,
-                    store_pass2)
+from .tiles import (BLOCK_WORDS, NLOW, block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, init_pass2,
+                    pass_prologue, store_pass1, store_pass2)
 from .twopass import Launch, pow2, run_two_pass
 
 __all__ = ["qk_row_stats", "qk_scores", "torch_reference"]
@@ -144,16 +144,20 @@ def _qk_pass2(q_ptr, k_ptr, s_qb, s_qm, s_qd, s_kb, s_kn, s_kd, d, scale, causal
               NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr,
               NTP: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr,
               NPLP: tl.constexpr, BD: tl.constexpr, CAUSAL: tl.constexpr, CAST: tl.constexpr,
-              IEEE: tl.constexpr, STAGES: tl.constexpr):
+              IEEE: tl.constexpr, STAGES: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
     pid_b, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     lo, hi = _qk_range(tl.program_id(1), lo, hi, causal_offset, BM, CAUSAL)
     q = _qk_load_q(q_ptr, pid_b, s_qb, s_qm, s_qd, rows, rmask, d, BD, CAST)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, 4, NS, NTP, NPLP)
-    for c in tl.range(lo, hi, BN, num_stages=STAGES):
-        s, _inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
-                              BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN / 4, 4)
-        m0, acc_a, acc_b, acc_n = fold_pass2_tree(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR,
-                                                  NS, BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
+    KB: tl.constexpr = BLOCK_WORDS // (BN // 4)  # tiles per block of the block counter (kernels.counting)
+    for c0 in range(lo, hi, BN * KB):
+        low = block_counter(acc_n, NLOW)
+        for c in tl.range(c0, tl.minimum(c0 + BN * KB, hi), BN, num_stages=STAGES):
+            s, _inside = _qk_tile(q, k_ptr, pid_b, s_kb, s_kn, s_kd, rows, rmask, c, hi, d, scale, causal_offset,
+                                  BN, BD, CAUSAL, CAST, IEEE)  # (BM, BN / 4, 4)
+            m0, acc_a, acc_b, low = fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, False)
+        acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 
@@ -210,7 +214,7 @@ def _launch(q: torch.Tensor, k: torch.Tensor, beta: np.ndarray, t: np.ndarray, s
     launch = Launch(kind="qk", pass1=_qk_pass1, pass2=_qk_pass2,
                     args=(q, k, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2), d,
                           float(scale), int(causal_offset)),
-                    R=R, n=n, batch=B, lanes=4, device=q.device, snap=snap_distance(q, k, scale, BD),
+                    R=R, n=n, batch=B, lanes=4, device=q.device, snap=snap_distance(q, k, scale, BD), gather=True,
                     what="logits q.k", bad_meaning="NaN or infinities (float32 overflow)", precheck=precheck,
                     precheck_message=fp32_overflow_message("q and k"),
                     constexprs=dict(BD=BD, CAUSAL=bool(causal), CAST=cast, IEEE=q.dtype == torch.float32 or cast,

@@ -64,8 +64,8 @@ from triton.language.extra import libdevice
 from .dispatch import beta_grid, check_K, pick_backend, threshold_grid
 from .rowstats import RowStats
 from .scores import LANE_VEC, check_block, critscale_reference
-from .tiles import (fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologue, store_pass1,
-                    store_pass2)
+from .tiles import (BLOCK_WORDS, NLOW, block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, init_pass2,
+                    pass_prologue, store_pass1, store_pass2)
 from .twopass import Launch, run_two_pass
 
 __all__ = ["FP32_GAP_LIMIT", "GENERATOR_VERSION", "FamilyCode", "family_code", "fp32_gap_ratio", "sample_scores",
@@ -404,13 +404,20 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
                    BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
                    NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
                    BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, FAM: tl.constexpr,
-                   FAST: tl.constexpr):
+                   FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
-    for c in range(lo, hi, BN):
-        s, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR, NS,
-                                             BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
+    KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs) of the block counter (kernels.counting)
+    for c0 in range(lo, hi, BN * KB):
+        low = block_counter(acc_n, NLOW)
+        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 2 * BN):  # two tiles per iteration share the count's climb
+            s0, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
+            m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
+            s1, _inside = _family_tile(seed, rows, rmask, row0, c + BN, hi, top_score, FAM, p0, p1, BN, FAST)
+            m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1)
+        acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 

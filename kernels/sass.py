@@ -8,7 +8,9 @@ No GPU is needed: ``triton.compile`` targets ``GPUTarget("cuda", 90, 32)`` and T
 
 For each kernel the hot loop is the innermost loop (a backward branch) with the most instructions; its
 instructions are counted per pipe and divided by the scores one thread handles per iteration, which gives
-instructions per score.  Floors: with ``c_p`` instructions per score on pipe ``p`` and the pipe's rate
+instructions per score.  Pass 2 runs its column loop in blocks (the counts' block counter is flushed after
+each): the instructions of the loop around the hot loop that lie outside it are spread over the scores of one
+block and added.  Floors: with ``c_p`` instructions per score on pipe ``p`` and the pipe's rate
 ``r_p`` (thread-instructions per clock per SM, the CUDA C++ Programming Guide's throughput table for
 compute capability 9.0), a score costs at least ``max_p c_p / r_p`` clocks of one SM, and at least
 ``c_total / 128`` for issue (4 schedulers x 1 warp-instruction per clock).  These floors come from the
@@ -126,6 +128,8 @@ class KernelCount:
     opcodes: dict = field(default_factory=dict)
     floor_clocks_per_score: dict = field(default_factory=dict)
     chunk: int = 0  # which pass-2 launch of a call (grids larger than one chunk launch pass 2 once per chunk)
+    block_instructions: int = 0  # instructions of the loop around the hot loop outside it (per block)
+    scores_per_block: float = 0.0  # scores one thread handles per block (0: not counted)
 
     def bound(self) -> str:
         return max(self.floor_clocks_per_score, key=self.floor_clocks_per_score.get)
@@ -136,65 +140,101 @@ def parse(sass: str) -> list[tuple[int, str, str]]:
     return [(int(m.group(1), 16), m.group(3), m.group(4)) for m in _LINE.finditer(sass)]
 
 
+def _loops(ins: list[tuple[int, str, str]]) -> list[tuple[int, int]]:
+    """``(start, end)`` addresses of every loop (a backward branch, not the self-branch after EXIT)."""
+    loops = []
+    for addr, op, args in ins:
+        m = re.match(r"\s*(0x[0-9a-f]+)", args) if op.startswith("BRA") else None
+        if m and int(m.group(1), 16) < addr:
+            loops.append((int(m.group(1), 16), addr))
+    return loops
+
+
+def _hot(loops: list[tuple[int, int]]) -> tuple[int, int] | None:
+    inner = [lp for lp in loops if not any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
+    return max(inner, key=lambda lp: lp[1] - lp[0]) if inner else None
+
+
 def count_hot_loop(sass: str) -> tuple[int, Counter, Counter]:
     """The innermost loop with the most instructions: (instructions, per-pipe counts, per-opcode counts).
 
     A kernel without a loop (fully unrolled) is counted whole."""
     ins = parse(sass)
-    loops = []
-    for addr, op, args in ins:
-        m = re.match(r"\s*(0x[0-9a-f]+)", args) if op.startswith("BRA") else None
-        if m and int(m.group(1), 16) < addr:  # a backward branch (not the self-branch after EXIT)
-            loops.append((int(m.group(1), 16), addr))
-    inner = [lp for lp in loops if not any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
-    lo, hi = max(inner, key=lambda lp: lp[1] - lp[0]) if inner else (0, max((a for a, _, _ in ins), default=0))
+    hot = _hot(_loops(ins))
+    lo, hi = hot if hot else (0, max((a for a, _, _ in ins), default=0))
     body = [op for addr, op, _ in ins if lo <= addr <= hi]
     ops = Counter(op.split(".")[0] for op in body)
     pipes = Counter(pipe_of(op) for op in body)
     return len(body), pipes, ops
 
 
-def count_kernel(c: Compiled, block: str, scores_per_iteration: float) -> KernelCount:
+def count_block_loop(sass: str) -> tuple[int, Counter]:
+    """The instructions of the smallest loop around the hot loop that are not in the hot loop (the work done
+    once per block of hot-loop iterations, e.g. the flush of the counts' block counter): (instructions,
+    per-pipe counts); ``(0, {})`` when no loop encloses the hot loop."""
+    ins = parse(sass)
+    loops = _loops(ins)
+    hot = _hot(loops)
+    around = [lp for lp in loops if hot and lp != hot and lp[0] <= hot[0] and hot[1] <= lp[1]]
+    if not around:
+        return 0, Counter()
+    lo, hi = min(around, key=lambda lp: lp[1] - lp[0])
+    body = [op for addr, op, _ in ins if lo <= addr <= hi and not hot[0] <= addr <= hot[1]]
+    return len(body), Counter(pipe_of(op) for op in body)
+
+
+def count_kernel(c: Compiled, block: str, scores_per_iteration: float, scores_per_block: float = 0.0) -> KernelCount:
+    """Counts per score of the hot loop, plus, with ``scores_per_block`` (the scores one thread handles per
+    iteration of the loop around it), that loop's own instructions spread over its scores."""
     total, pipes, ops = count_hot_loop(c.sass)
-    per_score = {p: v / scores_per_iteration for p, v in sorted(pipes.items())}
+    per_score = {p: v / scores_per_iteration for p, v in pipes.items()}
     per_score["total"] = total / scores_per_iteration
+    block_total = 0
+    if scores_per_block:
+        block_total, block_pipes = count_block_loop(c.sass)
+        for p, v in block_pipes.items():
+            per_score[p] = per_score.get(p, 0.0) + v / scores_per_block
+        per_score["total"] += block_total / scores_per_block
+    per_score = dict(sorted(per_score.items()))
     floors = {p: per_score.get(p, 0.0) / r for p, r in PIPE_RATE.items()}
     floors["FMA"] = (per_score.get("FMA", 0.0) + per_score.get("FMAHEAVY", 0.0)) / PIPE_RATE["FMA"]
     floors["issue"] = per_score["total"] / ISSUE_RATE
     return KernelCount(kernel=c.name, block=block, registers=c.registers, local_memory_instructions=c.spills,
                        shared_bytes=c.shared, loop_instructions=total, scores_per_iteration=scores_per_iteration,
                        per_pipe=dict(pipes), per_score=per_score, opcodes=dict(ops.most_common(25)),
-                       floor_clocks_per_score=floors)
+                       floor_clocks_per_score=floors, block_instructions=block_total,
+                       scores_per_block=scores_per_block)
 
 
 _COMMON = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
 _OUT1 = dict(o_top1="*fp32", o_top2="*fp32", o_low="*fp32", o_count="*i32", o_bad="*i32")
-_OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", tab_ptr="*i32", o_m0="*fp32", o_a="*fp32", o_b="*fp32",
+_OUT2 = dict(top_ptr="*fp32", snap_ptr="*fp32", tab_ptr="*i64", o_m0="*fp32", o_a="*fp32", o_b="*fp32",
              o_n="*i32")
 
 
 def _kind_setup(kind: str) -> tuple:
     """(module, default GPU block, leading signature, compile-time flags, div16, num_stages, scores one thread
-    handles per loop iteration) of a kind as the benchmark launches it: fp32 scores; bf16 ``q`` and ``k`` with
+    handles per loop iteration of pass 1 and of pass 2) of a kind as the benchmark launches it: fp32 scores; bf16 ``q`` and ``k`` with
     ``d = 64``, not causal; gauss rows."""
     from . import qk, sampled, scores
 
     if kind == "scores":
         BM, BN, _, _, warps = scores.GPU_BLOCK
         return (scores, scores.GPU_BLOCK, {"x_ptr": "*fp32", "stride": "i32"}, {}, ("stride", "n"), 3,
-                2 * BM * BN / (32 * warps))  # the column loop is unrolled twice
+                (2 * BM * BN / (32 * warps),) * 2)  # two tiles per iteration: pass 1 unrolled, pass 2 paired
     if kind == "sampled":
         BM, BN, _, _, warps = sampled.GPU_BLOCK
         return (sampled, sampled.GPU_BLOCK,
                 {"seed": "i64", "p0": "fp32", "p1": "fp32", "top_score": "fp32", "row0": "i32"},
-                dict(FAM=sampled.GAUSS.value, FAST=True), (), 3, BM * BN / (32 * warps))
+                dict(FAM=sampled.GAUSS.value, FAST=True), (), 3,
+                (BM * BN / (32 * warps), 2 * BM * BN / (32 * warps)))  # pass 1: one tile per iteration, pass 2: two
     if kind == "qk":
         BM, BN, _, _, warps = qk.GPU_BLOCK
         return (qk, qk.GPU_BLOCK, {"q_ptr": "*bf16", "k_ptr": "*bf16", "s_qb": "i32", "s_qm": "i32", "s_kb": "i32",
                                    "s_kn": "i32", "d": "i32", "scale": "fp32", "causal_offset": "i32"},
                 dict(BD=64, CAUSAL=False, CAST=False, IEEE=False, STAGES=qk.GPU_STAGES, s_qd=1, s_kd=1),
                 ("s_qb", "s_qm", "s_kb", "s_kn"), qk.GPU_STAGES,
-                BM * BN / (32 * warps))  # one tile per iteration (pipelined, not unrolled)
+                (BM * BN / (32 * warps),) * 2)  # one tile per iteration (pipelined, not unrolled)
     raise ValueError(f"kind must be 'scores', 'qk' or 'sampled', got {kind!r}")
 
 
@@ -228,7 +268,8 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     import numpy as np
 
     from .ladder import beta_plan, chunks
-    from .twopass import pow2, table_constexprs
+    from .tiles import BLOCK_WORDS
+    from .twopass import m0_mode, pow2, table_constexprs
 
     mod, block, lead, flags, div, stages, per_iter = _kind_setup(kind)
     BM, BN, NRC, NTC, warps = block
@@ -237,13 +278,20 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     NS, NTP = pow2(min(NRC, len(plan.roots)) * plan.levels), pow2(min(NTC, len(t)))
     npl = count_planes(kind)
     grids = [{}] + [dict(ROOTS2=c.roots2, NR=len(c.roots2), LVR=plan.levels, NS=NS, BNEED=c.bneed, NT=len(c.tcut),
-                         NTP=NTP, **table_constexprs(c), NPL=npl, NPLP=pow2(npl))
-                    for c in chunks(plan, t, NRC, NTC)]
+                         NTP=NTP, **table_constexprs(c), NPL=npl, NPLP=pow2(npl), M0=m0_mode(i, c),
+                         SNAP0=kind == "scores")
+                    for i, c in enumerate(chunks(plan, t, NRC, NTC, kind == "qk"))]
+    # tiles per block of the pass-2 column loop, as the kernels set them (their KB): count words per lane and tile
+    # are V = BN / 4 for qk (one tile per iteration) and V = 4 for the others (two tiles per iteration)
+    words, most = (BN // 4, int(BLOCK_WORDS.value)) if kind == "qk" else (mod.LANE_VEC, int(BLOCK_WORDS.value))
+    block_tiles = most // words if kind == "qk" else most // words // 2 * 2
     return [dict(kind=kind, pass_=1 if i == 0 else 2, chunk=max(0, i - 1),
                  fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),
                  signature=dict(lead, **_COMMON, **(_OUT1 if i == 0 else _OUT2)),
                  constexprs=dict(BM=BM, BN=BN, **g, **flags), div16=div, num_warps=warps, num_stages=stages,
-                 block=str(block), scores_per_iteration=per_iter) for i, g in enumerate(grids)]
+                 block=str(block), scores_per_iteration=per_iter[min(i, 1)],
+                 scores_per_block=0.0 if i == 0 else block_tiles * BM * BN / (32 * warps))
+            for i, g in enumerate(grids)]
 
 
 def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]:
@@ -259,7 +307,7 @@ def run(specs: list[dict]) -> list[KernelCount]:
     for sp in specs:
         c = compile_sass(sp["fn"], sp["signature"], sp["constexprs"], sp.get("div16", ()), sp["num_warps"],
                          sp.get("num_stages", 3))
-        out.append(count_kernel(c, sp["block"], sp["scores_per_iteration"]))
+        out.append(count_kernel(c, sp["block"], sp["scores_per_iteration"], sp.get("scores_per_block", 0.0)))
         out[-1].chunk = sp.get("chunk", 0)
     return out
 

@@ -20,8 +20,8 @@ import triton.language as tl
 
 from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
 from .rowstats import Pass1, RowStats, finish, reference_from_scores, restore
-from .tiles import (fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologue, store_pass1,
-                    store_pass2)
+from .tiles import (BLOCK_WORDS, NLOW, block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, init_pass2,
+                    pass_prologue, store_pass1, store_pass2)
 from .twopass import Launch, run_two_pass
 
 __all__ = ["checked_reference", "critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
@@ -77,7 +77,8 @@ def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K
 # contiguous bytes of a row.  The row stride and ``n`` are specialised (Triton marks them divisible by 16
 # when they are), and each column chunk starts at a multiple of BN, so the compiler can prove the 16-byte
 # alignment of every vector and the constancy of the mask ``cols < hi`` over each vector.  The column loop
-# is unrolled twice (``loop_unroll_factor``), so that each thread has two 16-byte loads in flight.
+# takes two tiles per iteration (pass 1: ``loop_unroll_factor``; pass 2: a pair, whose counts share one climb of
+# the block counter), so that each thread has two 16-byte loads in flight.
 
 
 @triton.jit
@@ -105,14 +106,22 @@ def _scores_pass1(x_ptr, stride, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_co
 def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr, o_m0, o_a, o_b, o_n,
                   BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
                   NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
-                  BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr):
-    """Program (row block, column chunk): ladder sums and counts relative to the row maxima (one grid chunk)."""
+                  BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
+    """Program (row block, column chunk): ladder sums and counts relative to the row maxima (one grid chunk).
+    The columns run in blocks of ``KB`` tiles, after each of which the block counter is flushed."""
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
-    for c in tl.range(lo, hi, BN, loop_unroll_factor=2):
-        s, _inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
-        m0, acc_a, acc_b, acc_n = fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2, NR, LVR, NS,
-                                             BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP)
+    KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs): no count in the block counter reaches 2^NLOW
+    for c0 in range(lo, hi, BN * KB):
+        low = block_counter(acc_n, NLOW)
+        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 2 * BN):  # two tiles per iteration, both loads in flight
+            s0, _inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
+            s1, _inside = _load_tile(x_ptr, rows, rmask, stride, c + BN, hi, BN)  # -inf past hi: no weight, no count
+            m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
+            m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1)
+        acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 

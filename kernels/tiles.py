@@ -26,9 +26,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .counting import count_words, plane_counts, thermometer_words
+from .counting import count_words, flush_low, halves, plane_counts, thermometer_words
 
 FP32_MAX = tl.constexpr(3.4028234663852886e38)
+NLOW = tl.constexpr(6)  # planes of the block counter (kernels.counting.count_words)
+BLOCK_WORDS = tl.constexpr(63)  # the most words a lane adds into one block counter: 2^NLOW - 1
 
 
 @triton.jit
@@ -117,7 +119,7 @@ def top2_cols(x, top1, top2, V: tl.constexpr):
         xv = tl.reshape(x, top1.shape)
         return tl.maximum(top1, xv), tl.maximum(top2, tl.minimum(top1, xv))
     else:
-        x0, x1 = _halves(x)
+        x0, x1 = halves(x)
         top1, top2 = top2_cols(x0, top1, top2, V // 2)
         return top2_cols(x1, top1, top2, V // 2)
 
@@ -155,19 +157,19 @@ def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr
 
 
 @triton.jit
+def block_counter(planes, NLOW: tl.constexpr):
+    """A zeroed block counter: ``NLOW`` planes and the parked carry of :func:`critscale.kernels.counting.count_words`
+    (padded to a power of two), of the dtype of ``planes``."""
+    NLP: tl.constexpr = 8 if NLOW > 3 else 4
+    return tl.zeros([planes.shape[0], NLP, planes.shape[2]], planes.dtype)
+
+
+@triton.jit
 def slot_get(acc, slot, k: tl.constexpr):
     """Slot ``k`` ``(BM, L)`` of the accumulators ``acc`` ``(BM, NS, L)``: a select and an integer sum of
     zeros, exact, which the compiler folds away (the slot index is a compile-time constant)."""
     bits = tl.where(slot == k, acc.to(tl.int32, bitcast=True), 0)
     return tl.sum(bits, axis=1).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _halves(x):
-    """The columns of ``x`` ``(BM, V, L)`` in two halves ``(BM, V / 2, L)`` (even and odd ``v``; in-thread)."""
-    y = tl.reshape(tl.permute(x, (0, 2, 1)), [x.shape[0], x.shape[2], x.shape[1] // 2, 2])
-    a, b = tl.split(y)
-    return tl.permute(a, (0, 2, 1)), tl.permute(b, (0, 2, 1))
 
 
 @triton.jit
@@ -177,7 +179,7 @@ def chain_add(x, acc, V: tl.constexpr):
     if V == 1:
         return acc + tl.reshape(x, acc.shape)
     else:
-        x0, x1 = _halves(x)
+        x0, x1 = halves(x)
         return chain_add(x1, chain_add(x0, acc, V // 2), V // 2)
 
 
@@ -188,32 +190,42 @@ def chain_fma(x, y, acc, V: tl.constexpr):
     if V == 1:
         return tl.fma(tl.reshape(x, acc.shape), tl.reshape(y, acc.shape), acc)
     else:
-        x0, x1 = _halves(x)
-        y0, y1 = _halves(y)
+        x0, x1 = halves(x)
+        y0, y1 = halves(y)
         return chain_fma(x1, y1, chain_fma(x0, y0, acc, V // 2), V // 2)
 
 
 @triton.jit
-def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
-               LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr,
-               SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr):
+def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
+               LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr,
+               BLO: tl.constexpr, NBK: tl.constexpr, NLOW: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr,
+               COLS: tl.constexpr = True, PHASE: tl.constexpr = -1):
     """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
 
     The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
     instruction immediates, not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):
     ``acc_a += sum_v w``, ``acc_b += sum_v w Delta`` (only where ``BNEED``: a level that only gives some
     ``C(beta) = A(2 beta)`` needs no ``B``) with ``w = 2^{-ROOTS2[r] Delta}`` at level 0 and
-    ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`); ``m0 += #{Delta <= snap}``.
-    Each slot's sums take the ``V`` columns one at a time into its accumulator (:func:`chain_add`,
+    ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`).
+    With ``COLS`` each slot's sums take the ``V`` columns one at a time into its accumulator (:func:`chain_add`,
     :func:`chain_fma`: one instruction per score and sum), and a top level that only feeds ``C`` adds
     ``fma(w, w, acc)`` without rounding ``w^2`` on its own (one rounding fewer than the bound of
-    :func:`critscale.kernels.ladder.term_error_bound` allows for that level).
-    The counts of the chunk's ``NT`` thresholds go into the bit-sliced planes ``acc_n`` through the bucket
-    table at ``tab_ptr`` (``SHIFT``, ``BLO``, ``NBK``; :mod:`critscale.kernels.counting`).
+    :func:`critscale.kernels.ladder.term_error_bound` allows for that level); without it (the tensor-core tile of
+    the qk kind, whose MMA layout the column-at-a-time sums would have to convert) they are reduced over ``V``
+    and then added.
+    ``M0`` says where ``m0 = #{Delta <= snap}`` comes from: ``1`` counted here in float32, ``2`` the count at the
+    threshold ``+0`` (a maximum within ``snap`` counts as gap ``+0``, every other gap is above ``snap >= 0``),
+    ``0`` not needed (a chunk after the first).
+    ``SNAP0``: ``snap`` is ``0`` and ``top`` is not ``-0`` (stored scores), so every gap is ``+0`` or positive and
+    is counted as it is (``top - s`` is ``+0``, never ``-0``, for ``s = top``).
+    The counts of the chunk's ``NT`` thresholds go as thermometer words (the word table at ``tab_ptr``:
+    ``SHIFT``, ``BLO``, ``NBK``; held on chip for the qk kind's pipelined loop, which is the one without ``COLS``)
+    into the block counter ``low`` (:mod:`critscale.kernels.counting`; ``PHASE`` pairs two tiles in a row).
     """
     delta = top[:, None, None] - s  # (BM, V, L); +inf where masked
     near = delta <= snap[:, None, None]
-    m0 += tl.sum(near.to(tl.float32), axis=1)
+    if M0 == 1:
+        m0 += tl.sum(near.to(tl.float32), axis=1)
     dx = tl.where(near, float("inf"), delta)  # excluded from the sums: weight 2^-inf = 0
     dfin = tl.minimum(dx, FP32_MAX)  # finite, so that 0 * dfin = 0
     slot = tl.arange(0, NS)[None, :, None]  # (1, NS, 1)
@@ -221,62 +233,33 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2: tl.conste
     for r in tl.static_range(NR):
         w = tl.exp2(dx * (-ROOTS2[r]))  # (BM, V, L)
         for lv in tl.static_range(LVR):
-            if lv > 0 and lv + 1 == LVR and not BNEED[r * LVR + lv]:
-                # a top level that only gives some C(beta): its square fused with its add, w^2 never rounded
-                a = chain_fma(wprev, wprev, slot_get(acc_a, slot, r * LVR + lv), V)
+            if not COLS:
+                acc_a = tl.where(slot == r * LVR + lv, acc_a + tl.sum(w, axis=1)[:, None, :], acc_a)
+                if BNEED[r * LVR + lv]:
+                    acc_b = tl.where(slot == r * LVR + lv, acc_b + tl.sum(w * dfin, axis=1)[:, None, :], acc_b)
+                if lv + 1 < LVR:
+                    w = w * w
             else:
-                a = chain_add(w, slot_get(acc_a, slot, r * LVR + lv), V)
-            acc_a = tl.where(slot == r * LVR + lv, a[:, None, :], acc_a)
-            if BNEED[r * LVR + lv]:
-                b = chain_fma(w, dfin, slot_get(acc_b, slot, r * LVR + lv), V)
-                acc_b = tl.where(slot == r * LVR + lv, b[:, None, :], acc_b)
-            if lv + 2 < LVR or (lv + 2 == LVR and BNEED[r * LVR + lv + 1]):
-                w = w * w
-            elif lv + 2 == LVR:
-                wprev = w
+                if lv > 0 and lv + 1 == LVR and not BNEED[r * LVR + lv]:
+                    # a top level that only gives some C(beta): its square fused with its add, w^2 never rounded
+                    a = chain_fma(wprev, wprev, slot_get(acc_a, slot, r * LVR + lv), V)
+                else:
+                    a = chain_add(w, slot_get(acc_a, slot, r * LVR + lv), V)
+                acc_a = tl.where(slot == r * LVR + lv, a[:, None, :], acc_a)
+                if BNEED[r * LVR + lv]:
+                    b = chain_fma(w, dfin, slot_get(acc_b, slot, r * LVR + lv), V)
+                    acc_b = tl.where(slot == r * LVR + lv, b[:, None, :], acc_b)
+                if lv + 2 < LVR or (lv + 2 == LVR and BNEED[r * LVR + lv + 1]):
+                    w = w * w
+                elif lv + 2 == LVR:
+                    wprev = w
     if NT > 0:
-        dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap +0
-        words = thermometer_words(dcount, tab_ptr, acc_n, SHIFT, BLO, NBK, NT, 64 if NTP > 32 else 32)
-        acc_n = count_words(words, acc_n, NPL, NPLP)
-    return m0, acc_a, acc_b, acc_n
-
-
-@triton.jit
-def fold_pass2_tree(s, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
-               LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr,
-               SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr):
-    """:func:`fold_pass2` with each slot's sums reduced over ``V`` and then added to their accumulator, for the
-    tensor-core tile of the qk kind (whose MMA layout the column-at-a-time sums would have to convert).
-
-    Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
-
-    The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
-    instruction immediates, not registers.  For root ``r`` and level ``l < LVR`` (slot ``r LVR + l``):
-    ``acc_a += sum_v w``, ``acc_b += sum_v w Delta`` (only where ``BNEED``: a level that only gives some
-    ``C(beta) = A(2 beta)`` needs no ``B``) with ``w = 2^{-ROOTS2[r] Delta}`` at level 0 and
-    ``w <- w^2`` one level up (the beta ladder, :mod:`critscale.kernels.ladder`); ``m0 += #{Delta <= snap}``.
-    The counts of the chunk's ``NT`` thresholds go into the bit-sliced planes ``acc_n`` through the bucket
-    table at ``tab_ptr`` (``SHIFT``, ``BLO``, ``NBK``; :mod:`critscale.kernels.counting`).
-    """
-    delta = top[:, None, None] - s  # (BM, V, L); +inf where masked
-    near = delta <= snap[:, None, None]
-    m0 += tl.sum(near.to(tl.float32), axis=1)
-    dx = tl.where(near, float("inf"), delta)  # excluded from the sums: weight 2^-inf = 0
-    dfin = tl.minimum(dx, FP32_MAX)  # finite, so that 0 * dfin = 0
-    slot = tl.arange(0, NS)[None, :, None]  # (1, NS, 1)
-    for r in tl.static_range(NR):
-        w = tl.exp2(dx * (-ROOTS2[r]))  # (BM, V, L)
-        for lv in tl.static_range(LVR):
-            acc_a = tl.where(slot == r * LVR + lv, acc_a + tl.sum(w, axis=1)[:, None, :], acc_a)
-            if BNEED[r * LVR + lv]:
-                acc_b = tl.where(slot == r * LVR + lv, acc_b + tl.sum(w * dfin, axis=1)[:, None, :], acc_b)
-            if lv + 1 < LVR:
-                w = w * w
-    if NT > 0:
-        dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap +0
-        words = thermometer_words(dcount, tab_ptr, acc_n, SHIFT, BLO, NBK, NT, 64 if NTP > 32 else 32)
-        acc_n = count_words(words, acc_n, NPL, NPLP)
-    return m0, acc_a, acc_b, acc_n
+        if SNAP0:
+            dcount = delta
+        else:
+            dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap +0
+        low = count_words(thermometer_words(dcount, tab_ptr, low, SHIFT, BLO, NBK, not COLS), low, NLOW, COLS, PHASE)
+    return m0, acc_a, acc_b, low
 
 
 @triton.jit

@@ -76,6 +76,16 @@ class Launch:
     options: dict = field(default_factory=dict)
     precheck: torch.Tensor | None = None
     precheck_message: str = ""
+    gather: bool = False  # word tables held on chip (the qk kind's pipelined loop: kernels.counting)
+
+
+def m0_mode(index: int, part) -> int:
+    """Where chunk ``index`` gets ``m0`` (:func:`critscale.kernels.tiles.fold_pass2`): ``2`` from its count at
+    the threshold ``+0`` (the first chunk, when ``+0`` is one of its thresholds), ``1`` counted on its own (the
+    first chunk otherwise), ``0`` not at all (the host reads ``m0`` of the first chunk only)."""
+    if index > 0:
+        return 0
+    return 2 if part.tcut and part.tcut[0] == 0.0 else 1
 
 
 def table_constexprs(part) -> dict:
@@ -88,15 +98,15 @@ _TABLES: dict = {}
 
 
 def count_tables(parts, device: torch.device) -> list[torch.Tensor]:
-    """Each chunk's bucket table as an int32 tensor on ``device`` (uploaded once per table and device)."""
+    """Each chunk's word table as an int64 tensor on ``device`` (uploaded once per table and device)."""
     out = []
     for part in parts:
-        entries = part.table.entries if part.table is not None else (0, -1)
+        entries = part.table.entries if part.table is not None else (0, 0, 0x7F800000)
         key = (entries, str(device))
         if key not in _TABLES:
             if len(_TABLES) > 256:
                 _TABLES.clear()
-            _TABLES[key] = torch.tensor(entries, dtype=torch.int32, device=device)
+            _TABLES[key] = torch.tensor(entries, dtype=torch.int64, device=device)
         out.append(_TABLES[key])
     return out
 
@@ -108,7 +118,7 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
     dev = launch.device
     interpret = backend == "triton-interpreter"
     plan = beta_plan(beta)
-    parts = chunks(plan, t, NRC, NTC)
+    parts = chunks(plan, t, NRC, NTC, launch.gather)
     a_slot, c_slot, beta_dev, t_dev = device_grids(plan, t, dev)
     levels = plan.levels
     NS = pow2(min(NRC, len(plan.roots)) * levels)
@@ -141,7 +151,7 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
         launch.pass1[grid](*launch.args, *shape, top1, top2, low, count, bad, **kw)
         p1 = combine_pass1(top1, top2, low, count, bad)
         flags = pass1_problems(p1)  # (3, rows), checked at the end
-        top = p1.top.float().contiguous()
+        top = p1.top.float() + 0.0  # -0 -> +0: with snap 0 every gap top - s is then +0 or positive
         snap = top.abs() * launch.snap_relative
         if launch.snap is not None:
             snap = snap + launch.snap
@@ -153,14 +163,18 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
         for c, (part, tab) in enumerate(zip(parts, count_tables(parts, dev))):
             launch.pass2[grid](*launch.args, *shape, top, snap, tab, m0[c], a[c], b[c], cnt[c], ROOTS2=part.roots2,
                                NR=len(part.roots2), LVR=levels, NS=NS, BNEED=part.bneed, NT=len(part.tcut), NTP=NTP,
-                               **table_constexprs(part), NPL=NPL, NPLP=pow2(NPL), **kw)
+                               **table_constexprs(part), NPL=NPL, NPLP=pow2(NPL), M0=m0_mode(c, part),
+                               SNAP0=launch.snap is None and launch.snap_relative == 0.0, **kw)
     n_roots = len(plan.roots)
 
     def table(x):  # (nch, rows * split, NS) partials -> (rows, n_roots * levels) float64 sums
         x = x.view(nch, rows, split, NS).double().sum(2)
         return torch.cat([x[c, :, : len(p.roots2) * levels] for c, p in enumerate(parts)], dim=1)
 
-    m0_row = m0[0].view(rows, split).double().sum(1)
+    if m0_mode(0, parts[0]) == 2:  # the count at the threshold +0 (bit 0 of the first chunk's words)
+        m0_row = cnt[0].view(rows, split, NTP).double().sum(1)[:, 0]
+    else:
+        m0_row = m0[0].view(rows, split).double().sum(1)
     outside = (p1.n_valid.double() - m0_row)[:, None]  # beta = 0: A = C = number of positive gaps
     zero = a_slot < 0
     if n_roots:

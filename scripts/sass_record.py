@@ -49,6 +49,7 @@ def kernel_record(spec: dict, count) -> dict:
     return {"kernel": count.kernel, "pass": spec["pass_"], "chunk": spec["chunk"], "block": count.block,
             "registers": count.registers, "local_memory_instructions": count.local_memory_instructions,
             "loop_instructions": count.loop_instructions, "scores_per_iteration": count.scores_per_iteration,
+            "block_instructions": count.block_instructions, "scores_per_block": count.scores_per_block,
             "per_score": count.per_score, "floor_clocks_per_score": count.floor_clocks_per_score,
             "bound": bound, "opcodes": count.opcodes}
 

@@ -169,3 +169,18 @@ def test_snap_distance_is_the_stated_bound():
     eps32 = float(torch.finfo(torch.float32).eps)
     want = qk_module.QK_SNAP_ULPS * 4.0 * eps32 * 0.5 * q.double().norm(dim=-1) * k.double().norm(dim=-1).amax(-1, keepdim=True)
     torch.testing.assert_close(got.double(), want.reshape(-1), rtol=1e-6, atol=0)
+
+
+def test_counts_of_a_tile_with_16_columns_per_lane():
+    """The alternative block (BM, BN) = (64, 64) gives each lane 16 columns of a row per tile: their 16 words are
+    reduced into a 5-bit sliced number.  A 4-bit one (the counting before) wrapped 16 to 0, so a threshold above
+    every gap counted 0 of the 64 keys."""
+    from critscale.kernels import qk as mod
+
+    require("triton-interpreter")
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 8, 16, generator=g)
+    k = torch.randn(1, 64, 16, generator=g)
+    assert (64, 64, 4, 32, 4) in mod.GPU_BLOCK_ALTERNATIVES
+    res = qk_row_stats(q, k, [1.0], [0.0, 100.0], backend="triton-interpreter", block=(64, 64, 4, 32, 4), split=1)
+    assert res.counts.reshape(-1, 2)[:, 1].tolist() == [64.0] * 8

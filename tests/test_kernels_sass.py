@@ -68,3 +68,32 @@ def test_compiles_for_sm90a_and_counts_the_exp2_loop():
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["ops"]["MUFU"] == 256 and res["pipes"]["MUFU"] == 256 and "SHFL" not in res["pipes"]
     assert 0 < res["regs"] <= 255
+
+
+NESTED = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   LOP3.LUT R20, RZ, RZ, RZ, 0x0, !PT ;
+        /*0020*/                   FMUL R8, R4, -1.44 ;
+        /*0030*/                   MUFU.EX2 R9, R8 ;
+        /*0040*/                   FADD R11, R11, R9 ;
+        /*0050*/               @!P0 BRA 0x20 ;
+        /*0060*/                   LOP3.LUT R21, R21, R20, RZ, 0x96, !PT ;
+        /*0070*/                   LOP3.LUT R22, R22, R20, RZ, 0xc0, !PT ;
+        /*0080*/               @!P1 BRA 0x10 ;
+        /*0090*/                   EXIT ;
+"""
+
+
+def test_block_loop_around_the_hot_loop_is_spread_over_its_scores():
+    """A loop around the hot loop (pass 2's blocks, flushed after each): its instructions outside the hot loop
+    (0x10, 0x60, 0x70, 0x80: four) are counted apart, and count_kernel adds them spread over a block's scores."""
+    from critscale.kernels.sass import Compiled, count_block_loop, count_kernel
+
+    total, pipes, _ = count_hot_loop(NESTED)
+    assert total == 4 and pipes == {"FMA": 2, "MUFU": 1, "CTRL": 1}
+    n, extra = count_block_loop(NESTED)
+    assert n == 4 and extra == {"ALU": 3, "CTRL": 1}
+    assert count_block_loop(LISTING) == (0, {})
+    k = count_kernel(Compiled("k", NESTED, 32, 0, 0), "b", scores_per_iteration=2, scores_per_block=8)
+    assert k.per_score["total"] == 4 / 2 + 4 / 8 and k.per_score["ALU"] == 3 / 8
+    assert k.block_instructions == 4

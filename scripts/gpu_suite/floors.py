@@ -21,8 +21,10 @@ Floors of a point (the fewest instructions of the kernels' algorithm, the beta l
 - FMA pipe: per score and root, the exponent's multiply, one add to ``A`` per level and one squaring per level
   above the root, the last squaring fused with its add (one FFMA ``acc + w w``); one FFMA of ``B`` per requested
   positive beta;
-- ALU pipe: the gap's rank among the thresholds (a shift, two clamps, a compare and an add) and its
-  thermometer word (a shift), the same for any number of thresholds (``critscale.kernels.counting``);
+- ALU pipe: the gap's thermometer word from the word table (a shift, a clamp, a compare and a select per
+  32 bits of the 64-bit word) and its addition into the bit-sliced block counter (three carry-save adders per
+  four words and the carry up the three further low planes, two logic instructions each per 32 bits), the
+  same for any number of thresholds (``critscale.kernels.counting``);
 - issue: all of the above, at four warp-instructions per clock per SM;
 - HBM: one read of what the kind reads (stored scores: 4 bytes each; ``q`` and ``k`` once; nothing);
 - tensor: ``2 rows n d`` flops of the one product ``q k^T`` (qk).
@@ -33,7 +35,7 @@ from __future__ import annotations
 ARCH_RATES = {"alu_per_clock_per_sm": 64, "issue_warp_instr_per_clock_per_sm": 4}
 ARCH_SOURCE = "CUDA C++ Programming Guide, arithmetic instruction throughput, compute capability 9.0"
 GENERATION_MUFU = 1.5  # per generated score and pass: sqrt, cos, sin per Box-Muller pair of Gaussians
-COUNT_ALU = 6  # per score: the rank (shift, two clamps, compare, add) and the thermometer shift
+COUNT_ALU = 12  # per score: the word (shift, clamp, compare, two selects) and the counter (3/4 x 2 x 2 + 4 x 2 x 2 / 4)
 
 
 def measure_ceilings(run) -> dict:
