@@ -569,7 +569,7 @@ def test_old_module_and_banner_names_are_gone():
                      rf"\b(from|import) critscale\.({page})\b|\bfrom critscale import [\w, ]*\b({page})\b")
     for path in [*NOTEBOOKS, *ROOT.glob("scripts/**/*.py"), *ROOT.glob("src/critscale/**/*.py"),
                  *ROOT.glob("tests/*.py"), *ROOT.glob("kernels/*.py")]:
-        if path.name == "test_book_conventions.py":
+        if path.name in ("test_book_conventions.py", "test_layout.py"):  # they name the old names to bar them
             continue
         match = old.search(path.read_text())
         assert not match, f"{path.relative_to(ROOT)} uses the old name {match.group(0)!r}"
