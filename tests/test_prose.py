@@ -383,30 +383,30 @@ def _box(stem):
     return text.split(":::{admonition} In short", 1)[1].split("\n:::", 1)[0]
 
 
-def _families_spread_beyond_noise(values):
-    """Chapter 06: at c = 1.5 and the largest length, do the five families' E sum p^2 differ by more than two
-    standard errors of the difference between the highest and the lowest?"""
+def _convex_collisions_at_largest_length(values):
+    """Chapter 06: the five families' (E sum p^2, its standard error) at c = 1.5 and the largest length."""
     found = {}
     for key, value in values.items():
         match = re.fullmatch(r"convex_coll_(\w+?)_c1p5_n(\d+)", key)
         if match:
             found.setdefault(int(match.group(2)), {})[match.group(1)] = (value, values[f"{key}_sem"])
     means = found[max(found)]
-    (high, se_high), (low, se_low) = max(means.values()), min(means.values())
     assert len(means) == 5, sorted(means)
+    return means
+
+
+def _families_spread_beyond_noise(values):
+    """Chapter 06: at c = 1.5 and the largest length, do the five families' E sum p^2 differ by more than two
+    standard errors of the difference between the highest and the lowest?"""
+    means = _convex_collisions_at_largest_length(values)
+    (high, se_high), (low, se_low) = max(means.values()), min(means.values())
     return high - low > 2 * (se_high**2 + se_low**2) ** 0.5
 
 
 def _families_above_limit_beyond_noise(values):
     """Chapter 06: at c = 1.5 and the largest length, is each of the five families' E sum p^2 above the limit
     1 - 1/c by more than two of its standard errors?"""
-    found = {}
-    for key, value in values.items():
-        match = re.fullmatch(r"convex_coll_(\w+?)_c1p5_n(\d+)", key)
-        if match:
-            found.setdefault(int(match.group(2)), {})[match.group(1)] = (value, values[f"{key}_sem"])
-    means = found[max(found)]
-    assert len(means) == 5, sorted(means)
+    means = _convex_collisions_at_largest_length(values)
     return all(mean - (1 - 1 / 1.5) > 2 * se for mean, se in means.values())
 
 
