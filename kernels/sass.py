@@ -130,6 +130,8 @@ class KernelCount:
     chunk: int = 0  # which pass-2 launch of a call (grids larger than one chunk launch pass 2 once per chunk)
     block_instructions: int = 0  # instructions of the loop around the hot loop outside it (per block)
     scores_per_block: float = 0.0  # scores one thread handles per block (0: not counted)
+    pass_: int = 0  # the pass whose loop this is (1 or 2)
+    launch: int = 0  # the launch of the call it belongs to (a kernel running both passes: two loops, one launch)
 
     def bound(self) -> str:
         return max(self.floor_clocks_per_score, key=self.floor_clocks_per_score.get)
@@ -150,17 +152,41 @@ def _loops(ins: list[tuple[int, str, str]]) -> list[tuple[int, int]]:
     return loops
 
 
+def _depth(lp: tuple[int, int], loops: list[tuple[int, int]]) -> int:
+    return sum(1 for o in loops if o != lp and o[0] <= lp[0] and lp[1] <= o[1])
+
+
 def _hot(loops: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """The innermost loop nested deepest (a column loop inside its block loop, not a tail loop that runs once
+    after it), the one with the most instructions if several."""
     inner = [lp for lp in loops if not any(o != lp and lp[0] <= o[0] and o[1] <= lp[1] for o in loops)]
-    return max(inner, key=lambda lp: lp[1] - lp[0]) if inner else None
+    if not inner:
+        return None
+    deepest = max(_depth(lp, loops) for lp in inner)
+    return max((lp for lp in inner if _depth(lp, loops) == deepest), key=lambda lp: lp[1] - lp[0])
 
 
-def count_hot_loop(sass: str) -> tuple[int, Counter, Counter]:
+def _first_loop(loops: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """The pass-1 loop of a kernel that runs both passes: the innermost loop with the most instructions among
+    those that end before the hot loop (with the loop around it, its blocks) begins."""
+    hot = _hot(loops)
+    if hot is None:
+        return None
+    around = [lp for lp in loops if lp != hot and lp[0] <= hot[0] and hot[1] <= lp[1]]
+    start = min(lp[0] for lp in around + [hot])
+    return _hot([lp for lp in loops if lp[1] < start])
+
+
+def count_hot_loop(sass: str, first: bool = False) -> tuple[int, Counter, Counter]:
     """The innermost loop with the most instructions: (instructions, per-pipe counts, per-opcode counts).
 
-    A kernel without a loop (fully unrolled) is counted whole."""
+    With ``first`` the loop of :func:`_first_loop` instead (pass 1 of a kernel that runs both passes).  A kernel
+    without a loop (fully unrolled) is counted whole."""
     ins = parse(sass)
-    hot = _hot(_loops(ins))
+    loops = _loops(ins)
+    hot = _first_loop(loops) if first else _hot(loops)
+    if first and hot is None:
+        raise ValueError("count_hot_loop: no loop before the hot loop (first=True)")
     lo, hi = hot if hot else (0, max((a for a, _, _ in ins), default=0))
     body = [op for addr, op, _ in ins if lo <= addr <= hi]
     ops = Counter(op.split(".")[0] for op in body)
@@ -183,10 +209,12 @@ def count_block_loop(sass: str) -> tuple[int, Counter]:
     return len(body), Counter(pipe_of(op) for op in body)
 
 
-def count_kernel(c: Compiled, block: str, scores_per_iteration: float, scores_per_block: float = 0.0) -> KernelCount:
+def count_kernel(c: Compiled, block: str, scores_per_iteration: float, scores_per_block: float = 0.0,
+                 first: bool = False) -> KernelCount:
     """Counts per score of the hot loop, plus, with ``scores_per_block`` (the scores one thread handles per
-    iteration of the loop around it), that loop's own instructions spread over its scores."""
-    total, pipes, ops = count_hot_loop(c.sass)
+    iteration of the loop around it), that loop's own instructions spread over its scores.  With ``first``
+    the pass-1 loop of a kernel that runs both passes (:func:`count_hot_loop`)."""
+    total, pipes, ops = count_hot_loop(c.sass, first)
     per_score = {p: v / scores_per_iteration for p, v in pipes.items()}
     per_score["total"] = total / scores_per_iteration
     block_total = 0
@@ -204,6 +232,13 @@ def count_kernel(c: Compiled, block: str, scores_per_iteration: float, scores_pe
                        per_pipe=dict(pipes), per_score=per_score, opcodes=dict(ops.most_common(25)),
                        floor_clocks_per_score=floors, block_instructions=block_total,
                        scores_per_block=scores_per_block)
+
+
+def launch_floor(counts: list[dict]) -> dict:
+    """Floor in cycles per score of one launch whose loops (pass 1 and pass 2 of a kernel that runs both, or one
+    loop) each run over every score: per pipe, and for issue, the loops' floors add (they share the pipes)."""
+    keys = set().union(*(k["floor_clocks_per_score"] for k in counts))
+    return {p: sum(k["floor_clocks_per_score"].get(p, 0.0) for k in counts) for p in sorted(keys)}
 
 
 _COMMON = {"R": "i32", "n": "i32", "tiles": "i32", "SPLIT": "i32"}
@@ -243,9 +278,9 @@ def _kind_setup(kind: str) -> tuple:
 CALL_ROWS, CALL_N, CALL_SMS = 4096, 2**20, 132
 
 
-def count_planes(kind: str, rows: int = CALL_ROWS, n: int = CALL_N, sms: int = CALL_SMS) -> int:
-    """Count planes of a call of ``kind`` on ``rows x n`` scores at the default GPU block and split
-    (:func:`critscale.kernels.twopass.run_two_pass`)."""
+def call_layout(kind: str, rows: int = CALL_ROWS, n: int = CALL_N, sms: int = CALL_SMS) -> tuple[int, int]:
+    """The split (column chunks per row) and the count planes of a call of ``kind`` on ``rows x n`` scores at the
+    default GPU block (:func:`critscale.kernels.twopass.run_two_pass`)."""
     from .counting import planes_for
     from .twopass import COUNT_EXACT_LIMIT, choose_split
 
@@ -257,14 +292,22 @@ def count_planes(kind: str, rows: int = CALL_ROWS, n: int = CALL_N, sms: int = C
     split = max(choose_split(row_blocks, n_tiles, 4 * sms), -(-n_tiles * per_tile // COUNT_EXACT_LIMIT))
     split = min(split, n_tiles)
     tiles = -(-n_tiles // split)
-    return planes_for(tiles * per_tile)
+    split = -(-n_tiles // tiles)
+    return split, planes_for(tiles * per_tile)
+
+
+def count_planes(kind: str, rows: int = CALL_ROWS, n: int = CALL_N, sms: int = CALL_SMS) -> int:
+    """Count planes of a call of ``kind`` on ``rows x n`` scores at the default GPU block and split."""
+    return call_layout(kind, rows, n, sms)[1]
 
 
 def launch_specs(kind: str, beta, t) -> list[dict]:
     """The kernels one call of ``kind`` launches at its default GPU block on the grids ``beta`` and ``t``:
     pass 1, then pass 2 once per chunk, with the compile-time grid :func:`critscale.kernels.twopass.run_two_pass`
     gives each chunk (its ladder roots, levels, thresholds and bucket table) on the call of :data:`CALL_ROWS`
-    rows of :data:`CALL_N` scores."""
+    rows of :data:`CALL_N` scores.  Where that call runs both passes in one program (a kind with a kernel
+    ``_<kind>_fused`` and one column chunk per row), the first spec is that kernel, whose two loops are
+    counted apart (``passes = (1, 2)``), and the pass-2 kernel follows for the other chunks."""
     import numpy as np
 
     from .ladder import beta_plan, chunks
@@ -276,7 +319,7 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     t = np.asarray(t, dtype=np.float64)
     plan = beta_plan(np.asarray(beta, dtype=np.float64))
     NS, NTP = pow2(min(NRC, len(plan.roots)) * plan.levels), pow2(min(NTC, len(t)))
-    npl = count_planes(kind)
+    split, npl = call_layout(kind)
     grids = [{}] + [dict(ROOTS2=c.roots2, NR=len(c.roots2), LVR=plan.levels, NS=NS, BNEED=c.bneed, NT=len(c.tcut),
                          NTP=NTP, **table_constexprs(c), NPL=npl, NPLP=pow2(npl), M0=m0_mode(i, c),
                          SNAP0=kind == "scores")
@@ -285,13 +328,22 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     # are V = BN / 4 for qk (one tile per iteration) and V = 4 for the others (two tiles per iteration)
     words, most = (BN // 4, int(BLOCK_WORDS.value)) if kind == "qk" else (mod.LANE_VEC, int(BLOCK_WORDS.value))
     block_tiles = most // words if kind == "qk" else most // words // 2 * 2
-    return [dict(kind=kind, pass_=1 if i == 0 else 2, chunk=max(0, i - 1),
-                 fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),
-                 signature=dict(lead, **_COMMON, **(_OUT1 if i == 0 else _OUT2)),
-                 constexprs=dict(BM=BM, BN=BN, **g, **flags), div16=div, num_warps=warps, num_stages=stages,
-                 block=str(block), scores_per_iteration=per_iter[min(i, 1)],
-                 scores_per_block=0.0 if i == 0 else block_tiles * BM * BN / (32 * warps))
-            for i, g in enumerate(grids)]
+    per_block = block_tiles * BM * BN / (32 * warps)
+    specs = [dict(kind=kind, passes=(1,) if i == 0 else (2,), chunk=max(0, i - 1), launch=i,
+                  fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),
+                  signature=dict(lead, **_COMMON, **(_OUT1 if i == 0 else _OUT2)),
+                  constexprs=dict(BM=BM, BN=BN, **g, **flags), div16=div, num_warps=warps, num_stages=stages,
+                  block=str(block), scores_per_iteration=(per_iter[min(i, 1)],),
+                  scores_per_block=0.0 if i == 0 else per_block)
+             for i, g in enumerate(grids)]
+    fused = getattr(mod, f"_{kind}_fused", None)
+    if fused is not None and split == 1:
+        out2 = {k: v for k, v in _OUT2.items() if k not in ("top_ptr", "snap_ptr")}  # the maxima are its own
+        specs[:2] = [dict(specs[1], passes=(1, 2), launch=0, fn=fused, signature=dict(lead, **_COMMON, **_OUT1, **out2),
+                          scores_per_iteration=per_iter, scores_per_block=per_block)]
+        for i, sp in enumerate(specs):
+            sp["launch"] = i
+    return specs
 
 
 def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]:
@@ -303,12 +355,17 @@ def kernel_specs(n_roots: int = 8, levels: int = 5, n_t: int = 64) -> list[dict]
 
 
 def run(specs: list[dict]) -> list[KernelCount]:
+    """Compile every spec of :func:`launch_specs` and count it: one :class:`KernelCount` per loop (pass), in order."""
     out = []
     for sp in specs:
         c = compile_sass(sp["fn"], sp["signature"], sp["constexprs"], sp.get("div16", ()), sp["num_warps"],
                          sp.get("num_stages", 3))
-        out.append(count_kernel(c, sp["block"], sp["scores_per_iteration"], sp.get("scores_per_block", 0.0)))
-        out[-1].chunk = sp.get("chunk", 0)
+        passes = sp["passes"]
+        for ps, per_iter in zip(passes, sp["scores_per_iteration"]):
+            k = count_kernel(c, sp["block"], per_iter, sp["scores_per_block"] if ps == 2 else 0.0,
+                             first=len(passes) > 1 and ps == 1)
+            k.chunk, k.pass_, k.launch = sp.get("chunk", 0), ps, sp.get("launch", 0)
+            out.append(k)
     return out
 
 
@@ -324,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = run(kernel_specs(args.roots, args.levels, args.thresholds))
     for k in counts:
         ps = k.per_score
-        print(f"{k.kernel:16s} chunk {k.chunk} block {k.block:20s} regs {k.registers:3d} "
+        print(f"{k.kernel:16s} pass {k.pass_} chunk {k.chunk} launch {k.launch} block {k.block:20s} regs {k.registers:3d} "
               f"local-mem ops {k.local_memory_instructions:3d} "
               f"loop {k.loop_instructions:5d} instr / {k.scores_per_iteration:g} scores: "
               + " ".join(f"{p} {v:.2f}" for p, v in ps.items())

@@ -20,8 +20,8 @@ import triton.language as tl
 
 from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
 from .rowstats import Pass1, RowStats, finish, reference_from_scores, restore
-from .tiles import (BLOCK_WORDS, NLOW, block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, init_pass2,
-                    pass_prologue, store_pass1, store_pass2)
+from .tiles import (BLOCK_WORDS, NLOW, block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, load_top,
+                    pass_prologue, store_pass1, store_pass2, zero_pass2)
 from .twopass import Launch, run_two_pass
 
 __all__ = ["checked_reference", "critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
@@ -76,18 +76,106 @@ def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K
 # contiguous along the middle axis, so each thread issues one 16-byte load per row and a warp reads 512
 # contiguous bytes of a row.  The row stride and ``n`` are specialised (Triton marks them divisible by 16
 # when they are), and each column chunk starts at a multiple of BN, so the compiler can prove the 16-byte
-# alignment of every vector and the constancy of the mask ``cols < hi`` over each vector.  The column loop
-# takes two tiles per iteration (pass 1: ``loop_unroll_factor``; pass 2: a pair, whose counts share one climb of
-# the block counter), so that each thread has two 16-byte loads in flight.
+# alignment of every vector.  Both passes run their full stretches of tiles without a mask (the rows of a
+# partial row block are clamped to the last row, whose results are not stored) and only the last, partial
+# stretch with the mask ``cols < hi``.  The column loops take two tiles per iteration (pass 1: a pair; pass 2:
+# a pair, whose counts share one climb of the block counter), so that each thread has two 16-byte loads in
+# flight.  Three kernels: pass 1, pass 2 (one grid chunk), and both passes in one program for a program that
+# holds whole rows (``SPLIT = 1``), whose pass 1 of one row block overlaps, on the same multiprocessor,
+# pass 2 of another (the read of the scores and the arithmetic of the sums then share the time).
 
 
 @triton.jit
-def _load_tile(x_ptr, rows, rmask, stride, c, hi, BN: tl.constexpr):
-    """The ``(BM, V, L)`` fp32 tile of columns ``c + l V + v`` of ``rows``, ``-inf`` outside the rows."""
+def _load_tile(x_ptr, rows, rmask, stride, c, hi, BN: tl.constexpr, MASKED: tl.constexpr):
+    """The ``(BM, V, L)`` fp32 tile of columns ``c + l V + v`` of ``rows``, ``-inf`` outside the rows (with
+    ``MASKED``; without it every column is below ``hi`` and the rows were clamped to valid ones)."""
     cols = c + tl.arange(0, _V)[:, None] + tl.arange(0, BN // _V)[None, :] * _V  # (V, L)
-    inside = rmask[:, None, None] & (cols < hi)[None, :, :]  # (BM, V, L)
-    ptrs = x_ptr + rows.to(tl.int64)[:, None, None] * stride + cols[None, :, :]
-    return tl.load(ptrs, mask=inside, other=float("-inf")).to(tl.float32), inside
+    ptrs = x_ptr + rows.to(tl.int64)[:, None, None] * stride + cols[None, :, :]  # (BM, V, L)
+    if MASKED:
+        inside = rmask[:, None, None] & (cols < hi)[None, :, :]  # (BM, V, L)
+        return tl.load(ptrs, mask=inside, other=float("-inf")).to(tl.float32)
+    else:
+        return tl.load(ptrs).to(tl.float32)
+
+
+@triton.jit
+def _pass1_pair(x_ptr, stride, rows, rmask, c, hi, top1, top2, low, count, bad, BN: tl.constexpr,
+                MASKED: tl.constexpr):
+    """Fold the two tiles at columns ``c`` and ``c + BN`` into pass 1's partials."""
+    every = tl.full([1, 1, 1], 1, tl.int1)  # an entry loaded as -inf (past hi, or a row past R) is a masked one
+    s0 = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN, MASKED)  # (BM, V, L)
+    s1 = _load_tile(x_ptr, rows, rmask, stride, c + BN, hi, BN, MASKED)  # -inf past hi: not valid, not bad
+    top1, top2, low, count, bad = fold_pass1(s0, every, top1, top2, low, count, bad, False)
+    return fold_pass1(s1, every, top1, top2, low, count, bad, False)
+
+
+@triton.jit
+def _pass1_row(x_ptr, stride, R, rows, rmask, lo, hi, BM: tl.constexpr, BN: tl.constexpr):
+    """Pass 1's per-lane partials ``(BM, L)`` over columns ``[lo, hi)``: the full pairs of tiles in a loop
+    without a mask, then at most one pair with it."""
+    top1, top2, low, count, bad = init_pass1(BM, BN // _V)
+    full = lo + (hi - lo) // (2 * BN) * (2 * BN)
+    safe = tl.minimum(rows, R - 1)
+    for c in range(lo, full, 2 * BN):
+        top1, top2, low, count, bad = _pass1_pair(x_ptr, stride, safe, rmask, c, hi, top1, top2, low, count, bad,
+                                                  BN, False)
+    if full < hi:
+        top1, top2, low, count, bad = _pass1_pair(x_ptr, stride, rows, rmask, full, hi, top1, top2, low, count, bad,
+                                                  BN, True)
+    return top1, top2, low, count, bad
+
+
+@triton.jit
+def _pass2_pair(x_ptr, stride, rows, rmask, c, hi, top, snap, m0, acc_a, acc_b, low, tab_ptr, BN: tl.constexpr,
+                ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr,
+                NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, M0: tl.constexpr,
+                SNAP0: tl.constexpr, MASKED: tl.constexpr):
+    """Fold the two tiles at columns ``c`` and ``c + BN`` into pass 2's partials and the block counter ``low``
+    (both loads first, so that both are in flight; the pair's counts share one climb of the block counter)."""
+    s0 = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN, MASKED)  # (BM, V, L)
+    s1 = _load_tile(x_ptr, rows, rmask, stride, c + BN, hi, BN, MASKED)  # -inf past hi: no weight, no count
+    m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT,
+                                       SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
+    return fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
+                      NLOW, M0, SNAP0, True, 1)
+
+
+@triton.jit
+def _pass2_block(x_ptr, stride, rows, rmask, c_lo, c_hi, hi, top, snap, m0, acc_a, acc_b, acc_n, tab_ptr,
+                 BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
+                 BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
+                 NPL: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr, MASKED: tl.constexpr):
+    """One block of pass 2: the pairs of tiles of columns ``[c_lo, c_hi)`` into a fresh block counter, which is
+    then flushed into the lane's count planes ``acc_n``."""
+    low = block_counter(acc_n, NLOW)
+    for c in range(c_lo, c_hi, 2 * BN):
+        m0, acc_a, acc_b, low = _pass2_pair(x_ptr, stride, rows, rmask, c, hi, top, snap, m0, acc_a, acc_b, low,
+                                            tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK, M0, SNAP0,
+                                            MASKED)
+    return m0, acc_a, acc_b, flush_low(acc_n, low, NPL, NLOW)
+
+
+@triton.jit
+def _pass2_row(x_ptr, stride, R, rows, rmask, lo, hi, top, snap, tab_ptr, BM: tl.constexpr, BN: tl.constexpr,
+               ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr,
+               NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
+               NPL: tl.constexpr, NPLP: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
+    """Pass 2's per-lane partials over columns ``[lo, hi)`` relative to the row maxima ``top`` (one grid chunk).
+    The columns run in blocks of ``KB`` tiles, after each of which the block counter is flushed into the lane's
+    count planes: the full blocks without a mask, then the last, partial one with it."""
+    m0, acc_a, acc_b, acc_n = zero_pass2(BM, BN // _V, NS, NTP, NPLP)
+    KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs): no count in the block counter reaches 2^NLOW
+    full = lo + (hi - lo) // (BN * KB) * (BN * KB)
+    safe = tl.minimum(rows, R - 1)
+    for c0 in range(lo, full, BN * KB):
+        m0, acc_a, acc_b, acc_n = _pass2_block(x_ptr, stride, safe, rmask, c0, c0 + BN * KB, hi, top, snap, m0, acc_a,
+                                               acc_b, acc_n, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO,
+                                               NBK, NPL, M0, SNAP0, False)
+    if full < hi:  # the last, partial block: at most KB - 1 tiles, with the mask
+        m0, acc_a, acc_b, acc_n = _pass2_block(x_ptr, stride, rows, rmask, full, hi, hi, top, snap, m0, acc_a, acc_b,
+                                               acc_n, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK, NPL,
+                                               M0, SNAP0, True)
+    return m0, acc_a, acc_b, acc_n
 
 
 @triton.jit(do_not_specialize=["R", "tiles", "SPLIT"])
@@ -95,10 +183,7 @@ def _scores_pass1(x_ptr, stride, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_co
                   BM: tl.constexpr, BN: tl.constexpr):
     """Program (row block, column chunk): order statistics of its ``BM`` rows."""
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
-    top1, top2, low, count, bad = init_pass1(BM, BN // _V)
-    for c in tl.range(lo, hi, BN, loop_unroll_factor=2):
-        s, inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
-        top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, False)
+    top1, top2, low, count, bad = _pass1_row(x_ptr, stride, R, rows, rmask, lo, hi, BM, BN)
     store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 
@@ -106,23 +191,34 @@ def _scores_pass1(x_ptr, stride, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_co
 def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr, o_m0, o_a, o_b, o_n,
                   BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
                   NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
-                  BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
-    """Program (row block, column chunk): ladder sums and counts relative to the row maxima (one grid chunk).
-    The columns run in blocks of ``KB`` tiles, after each of which the block counter is flushed."""
+                  BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, M0: tl.constexpr,
+                  SNAP0: tl.constexpr):
+    """Program (row block, column chunk): ladder sums and counts relative to the row maxima (one grid chunk)."""
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
-    top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
-    KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs): no count in the block counter reaches 2^NLOW
-    for c0 in range(lo, hi, BN * KB):
-        low = block_counter(acc_n, NLOW)
-        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 2 * BN):  # two tiles per iteration, both loads in flight
-            s0, _inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
-            s1, _inside = _load_tile(x_ptr, rows, rmask, stride, c + BN, hi, BN)  # -inf past hi: no weight, no count
-            m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
-            m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1)
-        acc_n = flush_low(acc_n, low, NPL, NLOW)
+    top, snap = load_top(top_ptr, snap_ptr, grow, rmask)
+    m0, acc_a, acc_b, acc_n = _pass2_row(x_ptr, stride, R, rows, rmask, lo, hi, top, snap, tab_ptr, BM, BN, ROOTS2, NR,
+                                         LVR, NS, BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP, M0, SNAP0)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
+
+
+@triton.jit(do_not_specialize=["R", "tiles", "SPLIT"])
+def _scores_fused(x_ptr, stride, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad, tab_ptr, o_m0, o_a, o_b,
+                  o_n, BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
+                  NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
+                  BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, M0: tl.constexpr,
+                  SNAP0: tl.constexpr):
+    """Program (row block) holding whole rows (``SPLIT = 1``): pass 1, then pass 2 of the first grid chunk
+    relative to the maxima pass 1 found (the same fp32 values the two-launch path reads back: the lanes'
+    maximum, ``-0`` as ``+0``; ``snap = 0``)."""
+    _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
+    top1, top2, low, count, bad = _pass1_row(x_ptr, stride, R, rows, rmask, lo, hi, BM, BN)
+    store_pass1(grow, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
+    top = tl.max(top1, axis=1)  # (BM,) the row maxima
+    top = tl.where(top == 0.0, 0.0, top)  # -0 -> +0: every gap top - s is then +0 or positive
+    snap = tl.zeros_like(top)
+    m0, acc_a, acc_b, acc_n = _pass2_row(x_ptr, stride, R, rows, rmask, lo, hi, top, snap, tab_ptr, BM, BN, ROOTS2, NR,
+                                         LVR, NS, BNEED, NT, NTP, SHIFT, BLO, NBK, NPL, NPLP, M0, SNAP0)
+    store_pass2(grow, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,7 +251,8 @@ def launch_passes(x: torch.Tensor, beta: np.ndarray, t: np.ndarray, split: int |
     interpret = backend == "triton-interpreter"
     blk = check_block(block or (INTERPRETER_BLOCK if interpret else GPU_BLOCK))
     R, n = x.shape
-    launch = Launch(kind="scores", pass1=_scores_pass1, pass2=_scores_pass2, args=(x, x.stride(0)), R=R, n=n,
+    launch = Launch(kind="scores", pass1=_scores_pass1, pass2=_scores_pass2, fused=_scores_fused, args=(x, x.stride(0)),
+                    R=R, n=n,
                     batch=1, lanes=blk[1] // LANE_VEC, device=x.device,
                     what="scores", bad_meaning="NaN or +inf", precheck=precheck,
                     precheck_message=fp32_overflow_message("scores"))

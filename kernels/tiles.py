@@ -141,19 +141,30 @@ def store_pass1(idx, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, 
 
 
 @triton.jit
-def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr, NS: tl.constexpr,
-               NTP: tl.constexpr, NPLP: tl.constexpr):
-    """Everything pass 2 needs before its column loop: ``top`` and ``snap`` ``(BM,)``, zeroed fp32 partials
-    ``m0`` ``(BM, L)``, ``acc_a, acc_b`` ``(BM, NS, L)`` (one slot per root and level), and the zeroed count
-    planes ``(BM, NPLP, L)`` (uint64 words for more than 32 thresholds, else uint32)."""
-    top = tl.load(top_ptr + grow, mask=rmask, other=0.0)
-    snap = tl.load(snap_ptr + grow, mask=rmask, other=0.0)
+def load_top(top_ptr, snap_ptr, grow, rmask):
+    """The row maxima ``top`` and snap distances ``snap`` ``(BM,)`` of the global rows ``grow``."""
+    return tl.load(top_ptr + grow, mask=rmask, other=0.0), tl.load(snap_ptr + grow, mask=rmask, other=0.0)
+
+
+@triton.jit
+def zero_pass2(BM: tl.constexpr, L: tl.constexpr, NS: tl.constexpr, NTP: tl.constexpr, NPLP: tl.constexpr):
+    """Zeroed pass-2 partials: fp32 ``m0`` ``(BM, L)``, ``acc_a, acc_b`` ``(BM, NS, L)`` (one slot per root and
+    level), and the count planes ``(BM, NPLP, L)`` (uint64 words for more than 32 thresholds, else uint32)."""
     if NTP > 32:
         planes = tl.zeros([BM, NPLP, L], tl.uint64)
     else:
         planes = tl.zeros([BM, NPLP, L], tl.uint32)
-    return (top, snap, tl.zeros([BM, L], tl.float32), tl.zeros([BM, NS, L], tl.float32),
-            tl.zeros([BM, NS, L], tl.float32), planes)
+    return tl.zeros([BM, L], tl.float32), tl.zeros([BM, NS, L], tl.float32), tl.zeros([BM, NS, L], tl.float32), planes
+
+
+@triton.jit
+def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr, NS: tl.constexpr,
+               NTP: tl.constexpr, NPLP: tl.constexpr):
+    """Everything pass 2 needs before its column loop: ``top`` and ``snap`` ``(BM,)`` (:func:`load_top`) and the
+    zeroed partials (:func:`zero_pass2`)."""
+    top, snap = load_top(top_ptr, snap_ptr, grow, rmask)
+    m0, acc_a, acc_b, planes = zero_pass2(BM, L, NS, NTP, NPLP)
+    return top, snap, m0, acc_a, acc_b, planes
 
 
 @triton.jit

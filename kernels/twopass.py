@@ -13,7 +13,10 @@ per chunk of its compiled-in grid.
 Pass 2 runs all betas and thresholds of a chunk on one tile, the chunk's grid compiled in (one
 compilation per grid and chunk); with the default blocks a grid of up to 8 ladder roots (e.g. 32 betas
 of ratio ``2^{1/8}``) and 64 thresholds is one chunk, so each tile is read or made once per pass.
-Nothing here waits for the device: the pass-1 checks become a flag read once,
+Where a kind has a kernel running both passes (``Launch.fused``) and every program holds whole rows (``SPLIT =
+1``, snap 0), that one launch runs pass 1 and then pass 2 of the first chunk in each program, taking the maxima
+it found itself, so that its second read overlaps other programs' arithmetic; the other chunks follow as
+pass-2 launches.  Nothing here waits for the device: the pass-1 checks become a flag read once,
 after pass 2 is queued and the result assembled (:func:`critscale.kernels.rowstats.raise_problems`).
 """
 
@@ -77,6 +80,7 @@ class Launch:
     precheck: torch.Tensor | None = None
     precheck_message: str = ""
     gather: bool = False  # word tables held on chip (the qk kind's pipelined loop: kernels.counting)
+    fused: Any = None  # both passes in one program (pass 1's outputs, then pass 2's), used when a program holds whole rows
 
 
 def m0_mode(index: int, part) -> int:
@@ -147,24 +151,37 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
     kw = dict(BM=BM, BN=BN, num_warps=warps, **launch.constexprs, **launch.options)
     top1, top2, low = (torch.empty(rows, split, **f32) for _ in range(3))
     count, bad = (torch.empty(rows, split, **i32) for _ in range(2))
+    nch = len(parts)
+    m0 = torch.empty(nch, rows * split, **f32)
+    a, b = (torch.empty(nch, rows * split, NS, **f32) for _ in range(2))
+    cnt = torch.empty(nch, rows * split, NTP, **i32)
+    NPL = planes_for(tiles * per_tile)  # count planes: no lane counts more than tiles * per_tile scores
+    tabs = count_tables(parts, dev)
+    # one launch for both passes and the first chunk when each program holds whole rows (and snap is 0)
+    fused = launch.fused is not None and split == 1 and launch.snap is None and launch.snap_relative == 0.0
+
+    def chunk_args(c):
+        part = parts[c]
+        return (tabs[c], m0[c], a[c], b[c], cnt[c]), dict(
+            ROOTS2=part.roots2, NR=len(part.roots2), LVR=levels, NS=NS, BNEED=part.bneed, NT=len(part.tcut), NTP=NTP,
+            **table_constexprs(part), NPL=NPL, NPLP=pow2(NPL), M0=m0_mode(c, part),
+            SNAP0=launch.snap is None and launch.snap_relative == 0.0, **kw)
+
     with np.errstate(invalid="ignore", over="ignore"):  # interpreter arithmetic on rows that pass 1 flags as bad
-        launch.pass1[grid](*launch.args, *shape, top1, top2, low, count, bad, **kw)
+        if fused:
+            args2, kw2 = chunk_args(0)
+            launch.fused[grid](*launch.args, *shape, top1, top2, low, count, bad, *args2, **kw2)
+        else:
+            launch.pass1[grid](*launch.args, *shape, top1, top2, low, count, bad, **kw)
         p1 = combine_pass1(top1, top2, low, count, bad)
         flags = pass1_problems(p1)  # (3, rows), checked at the end
         top = p1.top.float() + 0.0  # -0 -> +0: with snap 0 every gap top - s is then +0 or positive
         snap = top.abs() * launch.snap_relative
         if launch.snap is not None:
             snap = snap + launch.snap
-        nch = len(parts)
-        m0 = torch.empty(nch, rows * split, **f32)
-        a, b = (torch.empty(nch, rows * split, NS, **f32) for _ in range(2))
-        cnt = torch.empty(nch, rows * split, NTP, **i32)
-        NPL = planes_for(tiles * per_tile)  # count planes: no lane counts more than tiles * per_tile scores
-        for c, (part, tab) in enumerate(zip(parts, count_tables(parts, dev))):
-            launch.pass2[grid](*launch.args, *shape, top, snap, tab, m0[c], a[c], b[c], cnt[c], ROOTS2=part.roots2,
-                               NR=len(part.roots2), LVR=levels, NS=NS, BNEED=part.bneed, NT=len(part.tcut), NTP=NTP,
-                               **table_constexprs(part), NPL=NPL, NPLP=pow2(NPL), M0=m0_mode(c, part),
-                               SNAP0=launch.snap is None and launch.snap_relative == 0.0, **kw)
+        for c in range(1 if fused else 0, nch):
+            args2, kw2 = chunk_args(c)
+            launch.pass2[grid](*launch.args, *shape, top, snap, *args2, **kw2)
     n_roots = len(plan.roots)
 
     def table(x):  # (nch, rows * split, NS) partials -> (rows, n_roots * levels) float64 sums
@@ -200,5 +217,5 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
     if bool(checks.any()):
         raise_problems(flags, launch.what, launch.bad_meaning)
     out.notes.update(kind=launch.kind, split=split, block=(BM, BN, NRC, NTC, warps), chunks=nch,
-                     exp2_per_score=n_roots, levels=levels)
+                     exp2_per_score=n_roots, levels=levels, fused=fused)
     return out

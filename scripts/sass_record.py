@@ -44,9 +44,11 @@ def source_hashes(root: Path = ROOT) -> dict[str, str]:
     return {name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in SOURCES}
 
 
-def kernel_record(spec: dict, count) -> dict:
+def kernel_record(count) -> dict:
+    """One loop of one launch: a kernel running both passes gives two records with the same ``launch``."""
     bound = count.bound()
-    return {"kernel": count.kernel, "pass": spec["pass_"], "chunk": spec["chunk"], "block": count.block,
+    return {"kernel": count.kernel, "pass": count.pass_, "chunk": count.chunk, "launch": count.launch,
+            "block": count.block,
             "registers": count.registers, "local_memory_instructions": count.local_memory_instructions,
             "loop_instructions": count.loop_instructions, "scores_per_iteration": count.scores_per_iteration,
             "block_instructions": count.block_instructions, "scores_per_block": count.scores_per_block,
@@ -58,7 +60,7 @@ def count(kind: str, beta, t) -> list[dict]:
     from critscale.kernels import sass
 
     specs = sass.launch_specs(kind, beta, t)
-    return [kernel_record(sp, c) for sp, c in zip(specs, sass.run(specs))]
+    return [kernel_record(c) for c in sass.run(specs)]
 
 
 def pass2_total(records: list[dict]) -> float:

@@ -97,3 +97,45 @@ def test_block_loop_around_the_hot_loop_is_spread_over_its_scores():
     k = count_kernel(Compiled("k", NESTED, 32, 0, 0), "b", scores_per_iteration=2, scores_per_block=8)
     assert k.per_score["total"] == 4 / 2 + 4 / 8 and k.per_score["ALU"] == 3 / 8
     assert k.block_instructions == 4
+
+
+FUSED = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   FMNMX R2, R2, R3, !PT ;
+        /*0020*/                   FSETP.GEU.AND P2, PT, R3, R4, PT ;
+        /*0030*/               @!P0 BRA 0x10 ;
+        /*0040*/                   LOP3.LUT R20, RZ, RZ, RZ, 0x0, !PT ;
+        /*0050*/                   FMUL R8, R4, -1.44 ;
+        /*0060*/                   MUFU.EX2 R9, R8 ;
+        /*0070*/                   FADD R11, R11, R9 ;
+        /*0080*/               @!P1 BRA 0x50 ;
+        /*0090*/                   LOP3.LUT R21, R21, R20, RZ, 0x96, !PT ;
+        /*00a0*/               @!P2 BRA 0x40 ;
+        /*00b0*/                   FMUL R8, R4, -1.44 ;
+        /*00c0*/                   MUFU.EX2 R9, R8 ;
+        /*00d0*/                   FADD R11, R11, R9 ;
+        /*00e0*/                   FADD R12, R12, R9 ;
+        /*00f0*/                   FADD R13, R13, R9 ;
+        /*0100*/               @!P3 BRA 0xb0 ;
+        /*0110*/                   EXIT ;
+"""
+
+
+def test_a_kernel_running_both_passes_has_its_loops_counted_apart():
+    """A kernel with pass 1's loop (0x10-0x30), pass 2's column loop inside its block loop (0x50-0x80 in 0x40-0xa0)
+    and a tail loop after the blocks (0xb0-0x100, larger than the column loop but run once): the hot loop is the
+    column loop, nested deepest (taking the largest innermost loop would count the tail), its block loop adds
+    three instructions, and ``first`` counts pass 1's loop.  The floors of the launch add the loops' floors."""
+    from critscale.kernels.sass import Compiled, count_kernel, launch_floor
+
+    assert count_hot_loop(FUSED)[0] == 4
+    total, pipes, _ = count_hot_loop(FUSED, first=True)
+    assert total == 3 and pipes == {"ALU": 2, "CTRL": 1}
+    c = Compiled("k", FUSED, 32, 0, 0)
+    k1 = count_kernel(c, "b", scores_per_iteration=1, first=True)
+    k2 = count_kernel(c, "b", scores_per_iteration=2, scores_per_block=4)
+    assert k1.per_score["total"] == 3 and k2.per_score["total"] == 4 / 2 + 3 / 4
+    both = launch_floor([k1.__dict__, k2.__dict__])
+    assert both["issue"] == pytest.approx((3 + 4 / 2 + 3 / 4) / 128) and both["MUFU"] == pytest.approx(0.5 / 16)
+    with pytest.raises(ValueError, match="no loop before the hot loop"):
+        count_hot_loop(LISTING, first=True)

@@ -373,3 +373,31 @@ def test_ceiling_microkernels_compute_what_they_claim():
     for _ in range(3):
         a = [0.999 * v + 0.001 for v in a]
     np.testing.assert_allclose(o.numpy(), sum(a), rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", backend_params())
+def test_one_launch_of_both_passes_equals_two_launches(backend, monkeypatch):
+    """With one column chunk per row the kind runs both passes in one launch (``notes["fused"]``), and its results
+    are those of the two launches bit for bit, on rows that need every part of the path: a maximum of -0 beside
+    +0 (gaps from an unnormalised -0 maximum would be -0 and miss every count), masked prefixes, ties, a partial
+    row block (19 rows), full blocks of pass 2 without a mask and the masked tail after them (n = 2092 in the
+    interpreter: one block of 14 tiles of 128 and 300 columns).  A fused kernel that kept -0, skipped the tail,
+    read rows past the last or took its maximum from other columns than pass 1 fails here."""
+    require(backend)
+    from critscale.kernels import scores as kind
+
+    n = 2092 if backend == "triton-interpreter" else 40000
+    s = irregular_scores(19, n, seed=4)
+    s[7] = -s[7].abs() - 1.0
+    s[7, 3], s[7, 10] = -0.0, 0.0  # the maximum is a zero of either sign
+    x = s.to(device_of(backend))
+    beta, t = [0.5, 4.0], [0.0, 0.3, 3.0]
+    one = row_stats(x, beta, t, backend=backend, split=1)
+    monkeypatch.setattr(kind, "_scores_fused", None)
+    two = row_stats(x, beta, t, backend=backend, split=1)
+    assert one.notes["fused"] and not two.notes["fused"] and one.notes["split"] == two.notes["split"] == 1
+    for name in one.FIELDS:
+        torch.testing.assert_close(getattr(one, name), getattr(two, name), rtol=0, atol=0, equal_nan=True)
+    assert float(one.m0[7]) == 2 and float(one.counts[7, 0]) == 2  # both zeros are the maximum: gap +0
+    ref = critscale.gap_counts(s.double().numpy(), np.asarray(t))
+    np.testing.assert_array_equal(one.counts.cpu().numpy(), ref)

@@ -174,9 +174,10 @@ def compiled_code_counts(kind: str, beta, t) -> dict:
 
     specs = sass.launch_specs(kind, beta, t)
     kernels = []
-    for spec, count in zip(specs, sass.run(specs)):
+    for count in sass.run(specs):  # one entry per loop: a kernel running both passes has two, with one launch
         bound = count.bound()
-        kernels.append({"kernel": count.kernel, "pass": spec["pass_"], "chunk": spec["chunk"], "block": count.block,
+        kernels.append({"kernel": count.kernel, "pass": count.pass_, "chunk": count.chunk, "launch": count.launch,
+                        "block": count.block,
                         "registers": count.registers, "local_memory_instructions": count.local_memory_instructions,
                         "per_score": count.per_score, "floor_clocks_per_score": count.floor_clocks_per_score,
                         "bound": {"by": bound, "clocks_per_score": count.floor_clocks_per_score[bound]}})
