@@ -58,6 +58,31 @@ def test_floors_glued_agree_with_the_record_and_the_goals(ci_results, sass):
     assert v["exercise_exp2"] == ladder.beta_plan(0.05 * 2.0 ** (np.arange(32) / 4)).exp2_per_score
 
 
+@pytest.mark.book
+def test_floor_of_stored_scores_adds_the_cycles_of_one_launchs_loops(ci_results, sass):
+    """The glued floor of stored scores on the 32-value grid, recomputed from the record by eq-12-floor: the
+    loops of one launch (the kernel that runs both passes) add their cycles per score on each pipe and for issue,
+    and that launch's bytes are two reads; separate launches add their times.  A chapter that added the two
+    loops' times (each at least its read) would glue a larger floor and fail here, as one that dropped pass 1."""
+    import critscale as cs
+
+    bench = cs.gpu_results.load("kernels_bench")  # as the chapter reads it
+    prov, ceil = bench["provenance"], bench["ceilings"]
+    clock = prov.get("max_sm_clock_mhz") or ceil["sm_clock_mhz"]
+    scores = 4096 * 2**20
+    launches = {}
+    for k in sass["kinds"]["scores"]["grid32"]["kernels"]:
+        launches.setdefault(k.get("launch", 0 if k["pass"] == 1 else k["chunk"] + 1), []).append(k)
+    total = 0.0
+    for loops in launches.values():
+        pipes = {p for k in loops for p in k["floor_clocks_per_score"]}
+        cycles = max(sum(k["floor_clocks_per_score"].get(p, 0.0) for k in loops) for p in pipes)
+        t_instr = 1e3 * scores * cycles / (prov["multiprocessors"] * clock * 1e6)
+        total += max(t_instr, 1e3 * 4 * scores * len(loops) / ceil["copy_bandwidth_Bps"])
+    v = ci_results("12_kernels")["values"]
+    assert v["floor_scores32_ms"] == pytest.approx(total, rel=1e-9)
+
+
 # The recorded grids were computed by np.geomspace and np.power on the machine that made the record: numpy's
 # log10 and power differ between CPUs (SIMD or libm) by a few ulps, and an error of k ulps in the exponent y
 # becomes ln(10) |y| k ulps in 10**y (|y| <= 3 here), so the same grid may differ by about 10 ulps between
