@@ -29,6 +29,12 @@ numpy functions and agree bit for bit; GPU scores differ from the mirror in the 
 smallest uniform is ``2^-33``, so an exponential variate reaches 22.9 and a Gaussian 6.77: enough for ``n``
 up to about ``2^30``.
 
+Finite families.  gauss, logexp, unif, sphere3 and sphere5 cannot make NaN or infinities for any parameters:
+``u`` lies in ``[2^-33, 1 - 2^-24]``, so ``r = sqrt(-2 ln u) <= 6.8``, ``|cos|, |sin| <= 1``, ``E = -ln u`` lies in
+``[6e-8, 22.9]`` and ``ln E`` is finite, and the reflected scores lie in ``[-2, 0]``.  Their kernels check no
+entry (:data:`FINITE_CODES`).  ptail, edge and pareto overflow for small parameters (``u^{-1/a}`` at
+``a = 0.1``), planted and simplex for parameters beyond float32's range, so theirs check every entry.
+
 Families (code, parameters; the laws of :mod:`critscale.families`, planted entry in column 0):
 gauss (Box–Muller: ``r = sqrt(-2 ln u_a)``, ``theta = 2 pi (u_b - 1/2)``, scores ``r cos theta, r sin theta``),
 ``ptail<p>`` (``E^{1/p}``, ``E = -ln u``), logexp (``ln E``), ``edge`` (``-(c/E)^{1/q}``), unif, ``sphere3``
@@ -85,6 +91,11 @@ PLANTED = tl.constexpr(9)
 SIMPLEX = tl.constexpr(10)
 PARETO = tl.constexpr(11)
 WORDS = {6: 2, 7: 2, 8: 3}  # Philox words per score (W) where not 1
+# Bit ``code`` set: the family's generator cannot make NaN or infinities for any parameters (module docstring,
+# "Finite families"), so the kernels check no entry.  ptail, edge and pareto overflow for small parameters,
+# planted and simplex for parameters beyond float32's range: they keep the checks.
+FINITE_CODES = tl.constexpr((1 << GAUSS.value) | (1 << LOGEXP.value) | (1 << UNIF.value) | (1 << SPHERE3.value)
+                            | (1 << SPHERE5.value))
 
 _V = tl.constexpr(LANE_VEC)
 LN2 = 0.6931471805599453
@@ -109,6 +120,11 @@ class FamilyCode:
     def words(self) -> int:
         """Philox words (and blocks per group of four columns) per score."""
         return WORDS.get(self.code, 1)
+
+    @property
+    def finite(self) -> bool:
+        """Whether the generator makes only finite scores whatever the parameters (the kernels then check none)."""
+        return bool((FINITE_CODES.value >> self.code) & 1)
 
 
 def family_code(family: Any, n: int) -> FamilyCode:
@@ -360,21 +376,62 @@ def _family_group(seed, g, row, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
 
 
 @triton.jit
-def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
-                 FAST: tl.constexpr):
-    """The ``(BM, V, L)`` tile of columns ``c + 4 l + v`` (``c`` a multiple of 4; the layout of :mod:`.tiles`),
-    ``-inf`` outside the rows, and its ``inside`` mask.  Each thread runs the Philox blocks of its group once."""
+def _family_column(s, cols, rmask, hi, top, FAM: tl.constexpr, MASK: tl.constexpr):
+    """Column ``v`` ``(BM, 1, L)`` of a tile (its columns ``cols``) and its ``inside`` mask (see :func:`_family_tile`)."""
+    if FAM == PLANTED or FAM == SIMPLEX:
+        s = tl.where(cols == 0, top, s)
+    if MASK:
+        inside = rmask[:, None, None] & (cols < hi)
+        s = tl.where(inside, s, float("-inf"))
+    else:
+        inside = tl.full(s.shape, 1, tl.int1)
+    return s, inside
+
+
+@triton.jit
+def _family_columns(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
+                    FAST: tl.constexpr, MASK: tl.constexpr = True):
+    """The four columns ``v`` ``(BM, 1, L)`` of the tile of columns ``c + 4 l + v`` (``c`` a multiple of 4; the
+    layout of :mod:`.tiles`) and their ``inside`` masks.  Each thread runs the Philox blocks of its group once.
+    With ``MASK`` the entries outside the rows or at columns ``>= hi`` are ``-inf``; without it the tile is a
+    full one (``c + BN <= hi``) and every entry is kept, those of rows ``>= R`` too, whose results the passes
+    never store (``inside`` is then a constant true)."""
     lanes = tl.arange(0, BN // _V)[None, None, :]  # (1, 1, L)
     g = c // 4 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
     rr = (rows + row0)[:, None, None] + 0 * lanes  # (BM, 1, L)
     s0, s1, s2, s3 = _family_group(seed, g, rr, FAM, p0, p1, FAST)
+    cols = c + 4 * lanes  # (1, 1, L): column v = 0
+    s0, i0 = _family_column(s0, cols, rmask, hi, top, FAM, MASK)
+    s1, i1 = _family_column(s1, cols + 1, rmask, hi, top, FAM, MASK)
+    s2, i2 = _family_column(s2, cols + 2, rmask, hi, top, FAM, MASK)
+    s3, i3 = _family_column(s3, cols + 3, rmask, hi, top, FAM, MASK)
+    return s0, s1, s2, s3, i0, i1, i2, i3
+
+
+@triton.jit
+def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
+                 FAST: tl.constexpr, MASK: tl.constexpr = True):
+    """The ``(BM, V, L)`` tile of :func:`_family_columns` and its ``inside`` mask."""
+    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, c, hi, top, FAM, p0, p1, BN, FAST,
+                                                     MASK)
     v = tl.arange(0, _V)[None, :, None]  # (1, V, 1)
     s = tl.where(v == 0, s0, tl.where(v == 1, s1, tl.where(v == 2, s2, s3)))  # (BM, V, L)
-    cols = c + v + 4 * lanes  # (1, V, L)
-    if FAM == PLANTED or FAM == SIMPLEX:
-        s = tl.where(cols == 0, top, s)
-    inside = rmask[:, None, None] & (cols < hi)
-    return tl.where(inside, s, float("-inf")), inside
+    inside = tl.where(v == 0, i0, tl.where(v == 1, i1, tl.where(v == 2, i2, i3)))
+    return s, inside
+
+
+@triton.jit
+def _fold_columns(seed, rows, rmask, row0, c, hi, top_score, top1, top2, low, count, bad, FAM: tl.constexpr, p0,
+                  p1, BN: tl.constexpr, FAST: tl.constexpr, MASK: tl.constexpr, FINITE: tl.constexpr):
+    """Pass 1 on one tile, folded one column ``(BM, 1, L)`` at a time in the generator's own layout (a tile
+    ``(BM, V, L)`` built from the columns gets another layout from the compiler, and with it the generator
+    computed twice)."""
+    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN,
+                                                     FAST, MASK)
+    top1, top2, low, count, bad = fold_pass1(s0, i0, top1, top2, low, count, bad, True, True, FINITE)
+    top1, top2, low, count, bad = fold_pass1(s1, i1, top1, top2, low, count, bad, True, True, FINITE)
+    top1, top2, low, count, bad = fold_pass1(s2, i2, top1, top2, low, count, bad, True, True, FINITE)
+    return fold_pass1(s3, i3, top1, top2, low, count, bad, True, True, FINITE)
 
 
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n"])
@@ -391,11 +448,16 @@ def _sample_kernel(out_ptr, seed, p0, p1, top, R, n, row0, BM: tl.constexpr, BN:
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
 def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
                    BM: tl.constexpr, BN: tl.constexpr, FAM: tl.constexpr, FAST: tl.constexpr):
+    FINITE: tl.constexpr = (FINITE_CODES >> FAM) & 1 == 1
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top1, top2, low, count, bad = init_pass1(BM, BN // _V)
-    for c in range(lo, hi, BN):
-        s, inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-        top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, True, False)
+    full = lo + (hi - lo) // BN * BN  # the full tiles, without masks; then at most one partial tile
+    for c in range(lo, full, BN):
+        top1, top2, low, count, bad = _fold_columns(seed, rows, rmask, row0, c, hi, top_score, top1, top2, low,
+                                                    count, bad, FAM, p0, p1, BN, FAST, False, FINITE)
+    if full < hi:
+        top1, top2, low, count, bad = _fold_columns(seed, rows, rmask, row0, full, hi, top_score, top1, top2, low,
+                                                    count, bad, FAM, p0, p1, BN, FAST, True, FINITE)
     store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 
