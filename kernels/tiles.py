@@ -103,14 +103,12 @@ def fold_pass1(s, inside, top1, top2, low, count, bad, NEG_INF_BAD: tl.constexpr
     else:
         isbad = inside & (~finite) & (s != float("-inf"))
     x = tl.where(valid, s, float("-inf"))
+    lows = tl.min(tl.where(valid, s, float("inf")), axis=1)
+    nvalid, nbad = tl.sum(valid.to(tl.int32), axis=1), tl.sum(isbad.to(tl.int32), axis=1)
     if COLS:
-        V: tl.constexpr = x.shape[1]
-        top1, top2 = top2_cols(x, top1, top2, V)
-        low = chain_min(tl.where(valid, s, float("inf")), low, V)
-        count, bad = chain_add(valid.to(tl.int32), count, V), chain_add(isbad.to(tl.int32), bad, V)
+        top1, top2 = top2_cols(x, top1, top2, x.shape[1])
+        low, count, bad = tl.minimum(low, lows), count + nvalid, bad + nbad
     else:
-        lows = tl.min(tl.where(valid, s, float("inf")), axis=1)
-        nvalid, nbad = tl.sum(valid.to(tl.int32), axis=1), tl.sum(isbad.to(tl.int32), axis=1)
         t1, t2 = _top2_over(x, tl.full(x.shape, float("-inf"), tl.float32), 1)
         top1, top2, low, count, bad = _merge_order_stats(top1, top2, low, count, bad, t1, t2, lows, nvalid, nbad)
     return top1, top2, low, count, bad
@@ -128,17 +126,6 @@ def top2_cols(x, top1, top2, V: tl.constexpr):
         x0, x1 = halves(x)
         top1, top2 = top2_cols(x0, top1, top2, V // 2)
         return top2_cols(x1, top1, top2, V // 2)
-
-
-@triton.jit
-def chain_min(x, acc, V: tl.constexpr):
-    """The minimum of ``acc`` ``(BM, L)`` and the ``V`` columns of ``x`` ``(BM, V, L)``, one column at a time
-    (the layout of the column split, as :func:`top2_cols`; no reduction over ``V``)."""
-    if V == 1:
-        return tl.minimum(acc, tl.reshape(x, acc.shape))
-    else:
-        x0, x1 = halves(x)
-        return chain_min(x1, chain_min(x0, acc, V // 2), V // 2)
 
 
 @triton.jit
