@@ -411,13 +411,31 @@ def _family_columns(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, 
 @triton.jit
 def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
                  FAST: tl.constexpr, MASK: tl.constexpr = True):
-    """The ``(BM, V, L)`` tile of :func:`_family_columns` and its ``inside`` mask."""
-    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, c, hi, top, FAM, p0, p1, BN, FAST,
-                                                     MASK)
+    """The ``(BM, V, L)`` tile of :func:`_family_columns` (``-inf`` outside with ``MASK``) and its ``inside`` mask."""
+    lanes = tl.arange(0, BN // _V)[None, None, :]  # (1, 1, L)
+    g = c // 4 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
+    rr = (rows + row0)[:, None, None] + 0 * lanes  # (BM, 1, L)
+    s0, s1, s2, s3 = _family_group(seed, g, rr, FAM, p0, p1, FAST)
     v = tl.arange(0, _V)[None, :, None]  # (1, V, 1)
-    s = tl.where(v == 0, s0, tl.where(v == 1, s1, tl.where(v == 2, s2, s3)))  # (BM, V, L)
-    inside = tl.where(v == 0, i0, tl.where(v == 1, i1, tl.where(v == 2, i2, i3)))
+    s = _stack4(s0, s1, s2, s3)  # (BM, V, L)
+    cols = c + v + 4 * lanes  # (1, V, L)
+    if FAM == PLANTED or FAM == SIMPLEX:
+        s = tl.where(cols == 0, top, s)
+    if MASK:
+        inside = rmask[:, None, None] & (cols < hi)
+        s = tl.where(inside, s, float("-inf"))
+    else:
+        inside = tl.full(s.shape, 1, tl.int1)
     return s, inside
+
+
+@triton.jit
+def _stack4(s0, s1, s2, s3):
+    """The tile ``(BM, 4, L)`` whose column ``v`` is ``s_v`` ``(BM, 1, L)``: joined in the thread, the inverse of
+    the column split of :func:`critscale.kernels.counting.halves` (so the compiler keeps the generator's layout)."""
+    j = tl.join(tl.join(s0, s2), tl.join(s1, s3))  # (BM, 1, L, 2, 2): [.., p, q] = s_{2 p + q}
+    y = tl.reshape(j, [s0.shape[0], s0.shape[2], 4])  # (BM, L, V)
+    return tl.permute(y, (0, 2, 1))
 
 
 @triton.jit
@@ -461,6 +479,21 @@ def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_
     store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 
+@triton.jit
+def _fold_pair(seed, rows, rmask, row0, c, hi, top_score, p0, p1, top, snap, m0, acc_a, acc_b, low, tab_ptr,
+               BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
+               BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
+               FAM: tl.constexpr, FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr, MASK: tl.constexpr):
+    """Pass 2 on the two tiles at columns ``c`` and ``c + BN`` (full ones without ``MASK``), their count words
+    paired in the block counter ``low``."""
+    s0, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST, MASK)  # (BM, V, L)
+    m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT,
+                                       SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
+    s1, _inside = _family_tile(seed, rows, rmask, row0, c + BN, hi, top_score, FAM, p0, p1, BN, FAST, MASK)
+    return fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
+                      NLOW, M0, SNAP0, True, 1)
+
+
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
 def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr, o_m0, o_a, o_b, o_n,
                    BM: tl.constexpr, BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr,
@@ -470,15 +503,19 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
     KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs) of the block counter (kernels.counting)
-    for c0 in range(lo, hi, BN * KB):
+    full = lo + (hi - lo) // (2 * BN) * (2 * BN)  # pairs of full tiles, without masks; then one masked pair
+    for c0 in range(lo, full, BN * KB):
         low = block_counter(acc_n, NLOW)
-        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 2 * BN):  # two tiles per iteration share the count's climb
-            s0, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-            m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
-            s1, _inside = _family_tile(seed, rows, rmask, row0, c + BN, hi, top_score, FAM, p0, p1, BN, FAST)
-            m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1)
+        for c in range(c0, tl.minimum(c0 + BN * KB, full), 2 * BN):  # two tiles per iteration share the count's climb
+            m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, c, hi, top_score, p0, p1, top, snap, m0, acc_a,
+                                               acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO,
+                                               NBK, FAM, FAST, M0, SNAP0, False)
+        acc_n = flush_low(acc_n, low, NPL, NLOW)
+    if full < hi:
+        low = block_counter(acc_n, NLOW)
+        m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, full, hi, top_score, p0, p1, top, snap, m0, acc_a,
+                                           acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
+                                           FAM, FAST, M0, SNAP0, True)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
