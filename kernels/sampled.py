@@ -231,6 +231,26 @@ def _median3_numpy(a, b, c):
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
+def group_scores_numpy(fc: FamilyCode, words: list[np.ndarray]) -> list[np.ndarray]:
+    """The four fp32 scores (minus ``fc.shift``) of groups of four columns from their ``4 W`` Philox words
+    (uint32 arrays of one shape, in the kernel's order); column 0's planted top is not applied here."""
+    f32 = np.float32
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        p0, p1 = f32(fc.p0), f32(fc.p1)
+        if fc.code == GAUSS.value:
+            s0, s1 = _box_muller_numpy(words[0], words[1])
+            s2, s3 = _box_muller_numpy(words[2], words[3])
+            return [s0, s1, s2, s3]
+        if fc.code == UNIF.value:  # U(0,1) - 1 = -U'
+            return [-_uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
+        if fc.code == SPHERE3.value:  # (2U - 1) - 1 = -2U'
+            return [f32(-2.0) * _uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
+        if fc.code == SPHERE5.value:  # (2 med - 1) - 1 = -2 med'
+            u = [_uniform_numpy(w) for w in words]
+            return [f32(-2.0) * _median3_numpy(u[3 * v], u[3 * v + 1], u[3 * v + 2]) for v in range(4)]
+        return [_one_word_numpy(fc.code, words[v], p0, p1) for v in range(4)]
+
+
 def sample_scores_numpy(fc: FamilyCode, seed: int, rows: int, n: int, row0: int = 0) -> np.ndarray:
     """The scores the kernels generate, ``(rows, n)`` float32, computed with numpy (same operations).
 
@@ -244,25 +264,10 @@ def sample_scores_numpy(fc: FamilyCode, seed: int, rows: int, n: int, row0: int 
     for k in range(W):
         c0 = np.broadcast_to((g * np.uint64(W) + np.uint64(k)).astype(np.uint32), (rows, groups))
         words.extend(philox_numpy(seed, c0, np.broadcast_to(rws, (rows, groups))))
-    f32 = np.float32
-    p0, p1 = f32(fc.p0), f32(fc.p1)
-    with np.errstate(divide="ignore"):
-        if fc.code == GAUSS.value:
-            s0, s1 = _box_muller_numpy(words[0], words[1])
-            s2, s3 = _box_muller_numpy(words[2], words[3])
-            parts = [s0, s1, s2, s3]
-        elif fc.code == UNIF.value:  # U(0,1) - 1 = -U'
-            parts = [-_uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
-        elif fc.code == SPHERE3.value:  # (2U - 1) - 1 = -2U'
-            parts = [f32(-2.0) * _uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
-        elif fc.code == SPHERE5.value:  # (2 med - 1) - 1 = -2 med'
-            u = [_uniform_numpy(w) for w in words]
-            parts = [f32(-2.0) * _median3_numpy(u[3 * v], u[3 * v + 1], u[3 * v + 2]) for v in range(4)]
-        else:
-            parts = [_one_word_numpy(fc.code, words[v], p0, p1) for v in range(4)]
+    parts = group_scores_numpy(fc, words)
     s = np.stack(parts, axis=-1).reshape(rows, 4 * groups)[:, :n].astype(np.float32)  # column 4 g + v
     if fc.code in (PLANTED.value, SIMPLEX.value):
-        s[:, 0] = f32(fc.top)
+        s[:, 0] = np.float32(fc.top)
     return s
 
 
