@@ -306,6 +306,17 @@ def _log2_uniform(u, FAST: tl.constexpr):
 
 
 @triton.jit
+def _mul(a, b, FAST: tl.constexpr):
+    """``a b`` rounded on its own: on CUDA an explicit ``mul.rn``, which the compiler does not contract with the
+    pass-2 gap ``top - s`` into one fused multiply-add (that would be the gap of the unrounded score: pass 2
+    would not see pass 1's scores).  The same bits as a plain multiply."""
+    if FAST:
+        return libdevice.mul_rn(a, b)
+    else:
+        return a * b
+
+
+@triton.jit
 def _one_word(x, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
     """One score of a one-word family from the 32-bit word ``x``."""
     u = _uniform(x)
@@ -314,11 +325,11 @@ def _one_word(x, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
         if FAM == PTAIL:
             s = tl.exp2(_log2(e, FAST) * p0)
         elif FAM == LOGEXP:
-            s = _log2(e, FAST) * 0.6931471805599453
+            s = _mul(_log2(e, FAST), 0.6931471805599453, FAST)
         else:
             s = -tl.exp2(_log2(p0 / e, FAST) * p1)
     elif FAM == PLANTED:
-        s = -p1 * u
+        s = _mul(-p1, u, FAST)
     elif FAM == SIMPLEX:
         s = p0 + p1 * (2.0 * u - 1.0)
     else:  # PARETO
@@ -332,7 +343,7 @@ def _box_muller(xa, xb, FAST: tl.constexpr):
     r = tl.sqrt(_log2_uniform(_uniform(xa), FAST) * -1.3862943611198906)
     theta = (_uniform(xb) - 0.5) * 6.283185307179586
     if FAST:
-        return r * libdevice.fast_cosf(theta), r * libdevice.fast_sinf(theta)
+        return _mul(r, libdevice.fast_cosf(theta), FAST), _mul(r, libdevice.fast_sinf(theta), FAST)
     else:
         return r * tl.cos(theta), r * tl.sin(theta)
 
