@@ -518,6 +518,10 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
                    FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
+    if BM == 1:  # top and snap as scalars: one load each, whichever layouts the compiler gives the tile's uses
+        row, inside = _batch * R + tl.program_id(1), tl.program_id(1) < R
+        top = tl.broadcast_to(tl.load(top_ptr + row, mask=inside, other=0.0), [BM])
+        snap = tl.broadcast_to(tl.load(snap_ptr + row, mask=inside, other=0.0), [BM])
     KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs) of the block counter (kernels.counting)
     full = lo + (hi - lo) // (2 * BN) * (2 * BN)  # pairs of full tiles, without masks; then one masked pair
     for c0 in range(lo, full, BN * KB):

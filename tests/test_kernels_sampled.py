@@ -311,3 +311,19 @@ def test_full_tiles_and_the_masked_tail_are_exact(fam, n, split):
     np.testing.assert_array_equal(res.counts, critscale.gap_counts(scores, T))
     np.testing.assert_array_equal(res.top, scores.max(axis=1))
     check_softmax_fields(res, critscale.softmax_stats(scores, BETA), np.full(rows, n))
+
+
+def test_gpu_block_full_pairs_and_tail_are_exact():
+    """The GPU block (one row, 512 columns, top and snap loaded as scalars): of 1541 columns in two programs,
+    the first runs one pair of full tiles, the second a full and a partial tile in its masked pair."""
+    from critscale.kernels import sampled as mod
+
+    require("triton-interpreter")
+    n, rows = 1541, 3
+    res = sampled_row_stats("gauss", n, rows, BETA, T, seed=17, backend="triton-interpreter", block=mod.GPU_BLOCK,
+                            split=2).to_numpy()
+    assert res.notes["split"] == 2
+    scores = sample_scores_numpy(family_code("gauss", n), 17, rows, n).astype(np.float64)
+    np.testing.assert_array_equal(res.counts, critscale.gap_counts(scores, T))
+    np.testing.assert_array_equal(res.top, scores.max(axis=1))
+    check_softmax_fields(res, critscale.softmax_stats(scores, BETA), np.full(rows, n))
