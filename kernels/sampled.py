@@ -499,15 +499,17 @@ def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_
 def _fold_pair(seed, rows, rmask, row0, c, hi, top_score, p0, p1, top, snap, m0, acc_a, acc_b, low, tab_ptr,
                BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
                BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
-               FAM: tl.constexpr, FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr, MASK: tl.constexpr):
+               FAM: tl.constexpr, FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr, MASK: tl.constexpr,
+               FINITE: tl.constexpr):
     """Pass 2 on the two tiles at columns ``c`` and ``c + BN`` (full ones without ``MASK``), their count words
-    paired in the block counter ``low``."""
+    paired in the block counter ``low``; ``FINITE``: the family makes finite scores only."""
+    GAPS_FINITE: tl.constexpr = FINITE and not MASK
     s0, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST, MASK)  # (BM, V, L)
     m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT,
-                                       SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
+                                       SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0, GAPS_FINITE)
     s1, _inside = _family_tile(seed, rows, rmask, row0, c + BN, hi, top_score, FAM, p0, p1, BN, FAST, MASK)
     return fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
-                      NLOW, M0, SNAP0, True, 1)
+                      NLOW, M0, SNAP0, True, 1, GAPS_FINITE)
 
 
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
@@ -516,6 +518,7 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
                    NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
                    BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, FAM: tl.constexpr,
                    FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
+    FINITE: tl.constexpr = (FINITE_CODES >> FAM) & 1 == 1
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
     if BM == 1:  # top and snap as scalars: one load each, whichever layouts the compiler gives the tile's uses
@@ -529,13 +532,13 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
         for c in range(c0, tl.minimum(c0 + BN * KB, full), 2 * BN):  # two tiles per iteration share the count's climb
             m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, c, hi, top_score, p0, p1, top, snap, m0, acc_a,
                                                acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO,
-                                               NBK, FAM, FAST, M0, SNAP0, False)
+                                               NBK, FAM, FAST, M0, SNAP0, False, FINITE)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     if full < hi:
         low = block_counter(acc_n, NLOW)
         m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, full, hi, top_score, p0, p1, top, snap, m0, acc_a,
                                            acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
-                                           FAM, FAST, M0, SNAP0, True)
+                                           FAM, FAST, M0, SNAP0, True, FINITE)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
