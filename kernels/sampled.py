@@ -487,8 +487,12 @@ def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_
     top1, top2, low, count, bad = init_pass1(BM, BN // _V)
     full = lo + (hi - lo) // BN * BN  # the full tiles, without masks; then at most one partial tile
     for c in range(lo, full, BN):
-        top1, top2, low, count, bad = _fold_columns(seed, rows, rmask, row0, c, hi, top_score, top1, top2, low,
-                                                    count, bad, FAM, p0, p1, BN, FAST, False, FINITE)
+        top1, top2, low, nvalid, bad = _fold_columns(seed, rows, rmask, row0, c, hi, top_score, top1, top2, low,
+                                                     count, bad, FAM, p0, p1, BN, FAST, False, FINITE)
+        if not FINITE:
+            count = nvalid
+    if FINITE:  # every entry of a full tile is valid: V per lane and tile
+        count += (full - lo) // BN * _V
     if full < hi:
         top1, top2, low, count, bad = _fold_columns(seed, rows, rmask, row0, full, hi, top_score, top1, top2, low,
                                                     count, bad, FAM, p0, p1, BN, FAST, True, FINITE)
