@@ -393,7 +393,7 @@ def _family_group(seed, g, row, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
 
 @triton.jit
 def _family_column(s, cols, rmask, hi, top, FAM: tl.constexpr, MASK: tl.constexpr):
-    """Column ``v`` ``(BM, 1, L)`` of a tile (its columns ``cols``) and its ``inside`` mask (see :func:`_family_tile`)."""
+    """Column ``v`` ``(BM, 1, L)`` of a tile (its columns ``cols``) and its ``inside`` mask (:func:`_family_columns`)."""
     if FAM == PLANTED or FAM == SIMPLEX:
         s = tl.where(cols == 0, top, s)
     if MASK:
@@ -427,22 +427,10 @@ def _family_columns(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, 
 @triton.jit
 def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
                  FAST: tl.constexpr, MASK: tl.constexpr = True):
-    """The ``(BM, V, L)`` tile of :func:`_family_columns` (``-inf`` outside with ``MASK``) and its ``inside`` mask."""
-    lanes = tl.arange(0, BN // _V)[None, None, :]  # (1, 1, L)
-    g = c // 4 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
-    rr = (rows + row0)[:, None, None] + 0 * lanes  # (BM, 1, L)
-    s0, s1, s2, s3 = _family_group(seed, g, rr, FAM, p0, p1, FAST)
-    v = tl.arange(0, _V)[None, :, None]  # (1, V, 1)
-    s = _stack4(s0, s1, s2, s3)  # (BM, V, L)
-    cols = c + v + 4 * lanes  # (1, V, L)
-    if FAM == PLANTED or FAM == SIMPLEX:
-        s = tl.where(cols == 0, top, s)
-    if MASK:
-        inside = rmask[:, None, None] & (cols < hi)
-        s = tl.where(inside, s, float("-inf"))
-    else:
-        inside = tl.full(s.shape, 1, tl.int1)
-    return s, inside
+    """The ``(BM, V, L)`` tile of :func:`_family_columns` and its ``inside`` mask, the columns joined in the thread."""
+    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, c, hi, top, FAM, p0, p1, BN, FAST,
+                                                     MASK)
+    return _stack4(s0, s1, s2, s3), _stack4(i0, i1, i2, i3)
 
 
 @triton.jit
