@@ -393,7 +393,7 @@ def _family_group(seed, g, row, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
 
 @triton.jit
 def _family_column(s, cols, rmask, hi, top, FAM: tl.constexpr, MASK: tl.constexpr):
-    """Column ``v`` ``(BM, 1, L)`` of a tile (its columns ``cols``) and its ``inside`` mask (:func:`_family_columns`)."""
+    """Column ``v`` ``(BM, 1, L)`` of a tile (columns ``cols``) and its ``inside`` mask (:func:`_family_columns`)."""
     if FAM == PLANTED or FAM == SIMPLEX:
         s = tl.where(cols == 0, top, s)
     if MASK:
@@ -405,18 +405,18 @@ def _family_column(s, cols, rmask, hi, top, FAM: tl.constexpr, MASK: tl.constexp
 
 
 @triton.jit
-def _family_columns(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
+def _family_columns(seed, rows, rmask, row0, g0, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
                     FAST: tl.constexpr, MASK: tl.constexpr = True):
-    """The four columns ``v`` ``(BM, 1, L)`` of the tile of columns ``c + 4 l + v`` (``c`` a multiple of 4; the
+    """The four columns ``v`` ``(BM, 1, L)`` of the tile of columns ``4 (g0 + l) + v`` (groups ``g0 + l``; the
     layout of :mod:`.tiles`) and their ``inside`` masks.  Each thread runs the Philox blocks of its group once.
     With ``MASK`` the entries outside the rows or at columns ``>= hi`` are ``-inf``; without it the tile is a
-    full one (``c + BN <= hi``) and every entry is kept, those of rows ``>= R`` too, whose results the passes
+    full one (``4 g0 + BN <= hi``) and every entry is kept, those of rows ``>= R`` too, whose results the passes
     never store (``inside`` is then a constant true)."""
     lanes = tl.arange(0, BN // _V)[None, None, :]  # (1, 1, L)
-    g = c // 4 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
+    g = g0 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
     rr = (rows + row0)[:, None, None] + 0 * lanes  # (BM, 1, L)
     s0, s1, s2, s3 = _family_group(seed, g, rr, FAM, p0, p1, FAST)
-    cols = c + 4 * lanes  # (1, 1, L): column v = 0
+    cols = 4 * (g0 + lanes)  # (1, 1, L): column v = 0
     s0, i0 = _family_column(s0, cols, rmask, hi, top, FAM, MASK)
     s1, i1 = _family_column(s1, cols + 1, rmask, hi, top, FAM, MASK)
     s2, i2 = _family_column(s2, cols + 2, rmask, hi, top, FAM, MASK)
@@ -425,10 +425,10 @@ def _family_columns(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, 
 
 
 @triton.jit
-def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
+def _family_tile(seed, rows, rmask, row0, g0, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
                  FAST: tl.constexpr, MASK: tl.constexpr = True):
     """The ``(BM, V, L)`` tile of :func:`_family_columns` and its ``inside`` mask, the columns joined in the thread."""
-    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, c, hi, top, FAM, p0, p1, BN, FAST,
+    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, g0, hi, top, FAM, p0, p1, BN, FAST,
                                                      MASK)
     return _stack4(s0, s1, s2, s3), _stack4(i0, i1, i2, i3)
 
@@ -443,12 +443,12 @@ def _stack4(s0, s1, s2, s3):
 
 
 @triton.jit
-def _fold_columns(seed, rows, rmask, row0, c, hi, top_score, top1, top2, low, count, bad, FAM: tl.constexpr, p0,
+def _fold_columns(seed, rows, rmask, row0, g0, hi, top_score, top1, top2, low, count, bad, FAM: tl.constexpr, p0,
                   p1, BN: tl.constexpr, FAST: tl.constexpr, MASK: tl.constexpr, FINITE: tl.constexpr):
     """Pass 1 on one tile, folded one column ``(BM, 1, L)`` at a time in the generator's own layout (a tile
     ``(BM, V, L)`` built from the columns gets another layout from the compiler, and with it the generator
     computed twice)."""
-    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN,
+    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, g0, hi, top_score, FAM, p0, p1, BN,
                                                      FAST, MASK)
     top1, top2, low, count, bad = fold_pass1(s0, i0, top1, top2, low, count, bad, True, True, FINITE)
     top1, top2, low, count, bad = fold_pass1(s1, i1, top1, top2, low, count, bad, True, True, FINITE)
@@ -462,7 +462,7 @@ def _sample_kernel(out_ptr, seed, p0, p1, top, R, n, row0, BM: tl.constexpr, BN:
     """Write the generated scores of a ``(R, n)`` block (testing and the CPU equality check)."""
     c = tl.program_id(0) * BN  # column tiles on axis 0: up to 2^31 - 1 of them (axis 1 stops at 65535)
     rows = tl.program_id(1) * BM + tl.arange(0, BM)
-    s, inside = _family_tile(seed, rows, rows < R, row0, c, n, top, FAM, p0, p1, BN, FAST)  # (BM, V, L)
+    s, inside = _family_tile(seed, rows, rows < R, row0, c // 4, n, top, FAM, p0, p1, BN, FAST)  # (BM, V, L)
     cols = c + tl.arange(0, _V)[None, :, None] + 4 * tl.arange(0, BN // _V)[None, None, :]
     tl.store(out_ptr + rows.to(tl.int64)[:, None, None] * n + cols, s, mask=inside)
 
@@ -474,32 +474,32 @@ def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top1, top2, low, count, bad = init_pass1(BM, BN // _V)
     full = lo + (hi - lo) // BN * BN  # the full tiles, without masks; then at most one partial tile
-    for c in range(lo, full, BN):
-        top1, top2, low, nvalid, bad = _fold_columns(seed, rows, rmask, row0, c, hi, top_score, top1, top2, low,
+    for g0 in range(lo // 4, full // 4, BN // 4):  # the loop runs over groups of four columns
+        top1, top2, low, nvalid, bad = _fold_columns(seed, rows, rmask, row0, g0, hi, top_score, top1, top2, low,
                                                      count, bad, FAM, p0, p1, BN, FAST, False, FINITE)
         if not FINITE:
             count = nvalid
     if FINITE:  # every entry of a full tile is valid: V per lane and tile
         count += (full - lo) // BN * _V
     if full < hi:
-        top1, top2, low, count, bad = _fold_columns(seed, rows, rmask, row0, full, hi, top_score, top1, top2, low,
+        top1, top2, low, count, bad = _fold_columns(seed, rows, rmask, row0, full // 4, hi, top_score, top1, top2, low,
                                                     count, bad, FAM, p0, p1, BN, FAST, True, FINITE)
     store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
 
 
 @triton.jit
-def _fold_pair(seed, rows, rmask, row0, c, hi, top_score, p0, p1, top, snap, m0, acc_a, acc_b, low, tab_ptr,
+def _fold_pair(seed, rows, rmask, row0, g0, hi, top_score, p0, p1, top, snap, m0, acc_a, acc_b, low, tab_ptr,
                BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
                BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
                FAM: tl.constexpr, FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr, MASK: tl.constexpr,
                FINITE: tl.constexpr):
-    """Pass 2 on the two tiles at columns ``c`` and ``c + BN`` (full ones without ``MASK``), their count words
+    """Pass 2 on the two tiles at groups ``g0`` and ``g0 + BN / 4`` (full ones without ``MASK``), their count words
     paired in the block counter ``low``; ``FINITE``: the family makes finite scores only."""
     GAPS_FINITE: tl.constexpr = FINITE and not MASK
-    s0, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST, MASK)  # (BM, V, L)
+    s0, _inside = _family_tile(seed, rows, rmask, row0, g0, hi, top_score, FAM, p0, p1, BN, FAST, MASK)  # (BM, V, L)
     m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT,
                                        SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0, GAPS_FINITE)
-    s1, _inside = _family_tile(seed, rows, rmask, row0, c + BN, hi, top_score, FAM, p0, p1, BN, FAST, MASK)
+    s1, _inside = _family_tile(seed, rows, rmask, row0, g0 + BN // 4, hi, top_score, FAM, p0, p1, BN, FAST, MASK)
     return fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
                       NLOW, M0, SNAP0, True, 1, GAPS_FINITE)
 
@@ -519,18 +519,19 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
         snap = tl.broadcast_to(tl.load(snap_ptr + row, mask=inside, other=0.0), [BM])
     KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs) of the block counter (kernels.counting)
     full = lo + (hi - lo) // (2 * BN) * (2 * BN)  # pairs of full tiles, without masks; then one masked pair
-    for c0 in range(lo, full, BN * KB):
+    GB: tl.constexpr = BN // 4  # groups of four columns per tile: the loops run over groups
+    for b0 in range(lo // 4, full // 4, GB * KB):
         low = block_counter(acc_n, NLOW)
-        for c in range(c0, tl.minimum(c0 + BN * KB, full), 2 * BN):  # two tiles per iteration share the count's climb
-            m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, c, hi, top_score, p0, p1, top, snap, m0, acc_a,
+        for g0 in range(b0, tl.minimum(b0 + GB * KB, full // 4), 2 * GB):  # two tiles share the count's climb
+            m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, g0, hi, top_score, p0, p1, top, snap, m0, acc_a,
                                                acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO,
                                                NBK, FAM, FAST, M0, SNAP0, False, FINITE)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     if full < hi:
         low = block_counter(acc_n, NLOW)
-        m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, full, hi, top_score, p0, p1, top, snap, m0, acc_a,
-                                           acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
-                                           FAM, FAST, M0, SNAP0, True, FINITE)
+        m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, full // 4, hi, top_score, p0, p1, top, snap, m0,
+                                           acc_a, acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO,
+                                           NBK, FAM, FAST, M0, SNAP0, True, FINITE)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
