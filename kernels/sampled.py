@@ -35,6 +35,13 @@ Finite families.  gauss, logexp, unif, sphere3 and sphere5 cannot make NaN or in
 entry (:data:`FINITE_CODES`).  ptail, edge and pareto overflow for small parameters (``u^{-1/a}`` at
 ``a = 0.1``), planted and simplex for parameters beyond float32's range, so theirs check every entry.
 
+Column loops.  Each program runs its full tiles without masks (pass 2: pairs of them) and then masks one tile
+(pass 1) or one pair (pass 2) at its end; rows ``>= R`` of a row block are generated and folded like the others,
+and their results are never stored.  Pass 1 folds the four columns of a group one at a time, as the generator
+makes them; pass 2 joins them into the tile of :mod:`.tiles` in the thread.  The generator's last products are
+rounded on their own on CUDA, so pass 2 computes the gaps of the same fp32 scores as pass 1 (the compiler would
+otherwise fuse ``top - r cos theta`` into one multiply-add).
+
 Families (code, parameters; the laws of :mod:`critscale.families`, planted entry in column 0):
 gauss (Box–Muller: ``r = sqrt(-2 ln u_a)``, ``theta = 2 pi (u_b - 1/2)``, scores ``r cos theta, r sin theta``),
 ``ptail<p>`` (``E^{1/p}``, ``E = -ln u``), logexp (``ln E``), ``edge`` (``-(c/E)^{1/q}``), unif, ``sphere3``
