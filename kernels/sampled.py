@@ -29,6 +29,19 @@ numpy functions and agree bit for bit; GPU scores differ from the mirror in the 
 smallest uniform is ``2^-33``, so an exponential variate reaches 22.9 and a Gaussian 6.77: enough for ``n``
 up to about ``2^30``.
 
+Finite families.  gauss, logexp, unif, sphere3 and sphere5 cannot make NaN or infinities for any parameters:
+``u`` lies in ``[2^-33, 1 - 2^-24]``, so ``r = sqrt(-2 ln u) <= 6.8``, ``|cos|, |sin| <= 1``, ``E = -ln u`` lies in
+``[6e-8, 22.9]`` and ``ln E`` is finite, and the reflected scores lie in ``[-2, 0]``.  Their kernels check no
+entry (:data:`FINITE_CODES`).  ptail, edge and pareto overflow for small parameters (``u^{-1/a}`` at
+``a = 0.1``), planted and simplex for parameters beyond float32's range, so theirs check every entry.
+
+Column loops.  Each program runs its full tiles without masks (pass 2: pairs of them) and then masks one tile
+(pass 1) or one pair (pass 2) at its end; rows ``>= R`` of a row block are generated and folded like the others,
+and their results are never stored.  Pass 1 folds the four columns of a group one at a time, as the generator
+makes them; pass 2 joins them into the tile of :mod:`.tiles` in the thread.  The generator's last products are
+rounded on their own on CUDA, so pass 2 computes the gaps of the same fp32 scores as pass 1 (the compiler would
+otherwise fuse ``top - r cos theta`` into one multiply-add).
+
 Families (code, parameters; the laws of :mod:`critscale.families`, planted entry in column 0):
 gauss (Box–Muller: ``r = sqrt(-2 ln u_a)``, ``theta = 2 pi (u_b - 1/2)``, scores ``r cos theta, r sin theta``),
 ``ptail<p>`` (``E^{1/p}``, ``E = -ln u``), logexp (``ln E``), ``edge`` (``-(c/E)^{1/q}``), unif, ``sphere3``
@@ -85,6 +98,11 @@ PLANTED = tl.constexpr(9)
 SIMPLEX = tl.constexpr(10)
 PARETO = tl.constexpr(11)
 WORDS = {6: 2, 7: 2, 8: 3}  # Philox words per score (W) where not 1
+# Bit ``code`` set: the family's generator cannot make NaN or infinities for any parameters (module docstring,
+# "Finite families"), so the kernels check no entry.  ptail, edge and pareto overflow for small parameters,
+# planted and simplex for parameters beyond float32's range: they keep the checks.
+FINITE_CODES = tl.constexpr((1 << GAUSS.value) | (1 << LOGEXP.value) | (1 << UNIF.value) | (1 << SPHERE3.value)
+                            | (1 << SPHERE5.value))
 
 _V = tl.constexpr(LANE_VEC)
 LN2 = 0.6931471805599453
@@ -109,6 +127,11 @@ class FamilyCode:
     def words(self) -> int:
         """Philox words (and blocks per group of four columns) per score."""
         return WORDS.get(self.code, 1)
+
+    @property
+    def finite(self) -> bool:
+        """Whether the generator makes only finite scores whatever the parameters (the kernels then check none)."""
+        return bool((FINITE_CODES.value >> self.code) & 1)
 
 
 def family_code(family: Any, n: int) -> FamilyCode:
@@ -215,6 +238,26 @@ def _median3_numpy(a, b, c):
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
+def group_scores_numpy(fc: FamilyCode, words: list[np.ndarray]) -> list[np.ndarray]:
+    """The four fp32 scores (minus ``fc.shift``) of groups of four columns from their ``4 W`` Philox words
+    (uint32 arrays of one shape, in the kernel's order); column 0's planted top is not applied here."""
+    f32 = np.float32
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        p0, p1 = f32(fc.p0), f32(fc.p1)
+        if fc.code == GAUSS.value:
+            s0, s1 = _box_muller_numpy(words[0], words[1])
+            s2, s3 = _box_muller_numpy(words[2], words[3])
+            return [s0, s1, s2, s3]
+        if fc.code == UNIF.value:  # U(0,1) - 1 = -U'
+            return [-_uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
+        if fc.code == SPHERE3.value:  # (2U - 1) - 1 = -2U'
+            return [f32(-2.0) * _uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
+        if fc.code == SPHERE5.value:  # (2 med - 1) - 1 = -2 med'
+            u = [_uniform_numpy(w) for w in words]
+            return [f32(-2.0) * _median3_numpy(u[3 * v], u[3 * v + 1], u[3 * v + 2]) for v in range(4)]
+        return [_one_word_numpy(fc.code, words[v], p0, p1) for v in range(4)]
+
+
 def sample_scores_numpy(fc: FamilyCode, seed: int, rows: int, n: int, row0: int = 0) -> np.ndarray:
     """The scores the kernels generate, ``(rows, n)`` float32, computed with numpy (same operations).
 
@@ -228,25 +271,10 @@ def sample_scores_numpy(fc: FamilyCode, seed: int, rows: int, n: int, row0: int 
     for k in range(W):
         c0 = np.broadcast_to((g * np.uint64(W) + np.uint64(k)).astype(np.uint32), (rows, groups))
         words.extend(philox_numpy(seed, c0, np.broadcast_to(rws, (rows, groups))))
-    f32 = np.float32
-    p0, p1 = f32(fc.p0), f32(fc.p1)
-    with np.errstate(divide="ignore"):
-        if fc.code == GAUSS.value:
-            s0, s1 = _box_muller_numpy(words[0], words[1])
-            s2, s3 = _box_muller_numpy(words[2], words[3])
-            parts = [s0, s1, s2, s3]
-        elif fc.code == UNIF.value:  # U(0,1) - 1 = -U'
-            parts = [-_uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
-        elif fc.code == SPHERE3.value:  # (2U - 1) - 1 = -2U'
-            parts = [f32(-2.0) * _uniform_fine_numpy(words[2 * v], words[2 * v + 1]) for v in range(4)]
-        elif fc.code == SPHERE5.value:  # (2 med - 1) - 1 = -2 med'
-            u = [_uniform_numpy(w) for w in words]
-            parts = [f32(-2.0) * _median3_numpy(u[3 * v], u[3 * v + 1], u[3 * v + 2]) for v in range(4)]
-        else:
-            parts = [_one_word_numpy(fc.code, words[v], p0, p1) for v in range(4)]
+    parts = group_scores_numpy(fc, words)
     s = np.stack(parts, axis=-1).reshape(rows, 4 * groups)[:, :n].astype(np.float32)  # column 4 g + v
     if fc.code in (PLANTED.value, SIMPLEX.value):
-        s[:, 0] = f32(fc.top)
+        s[:, 0] = np.float32(fc.top)
     return s
 
 
@@ -285,6 +313,17 @@ def _log2_uniform(u, FAST: tl.constexpr):
 
 
 @triton.jit
+def _mul(a, b, FAST: tl.constexpr):
+    """``a b`` rounded on its own: on CUDA an explicit ``mul.rn``, which the compiler does not contract with the
+    pass-2 gap ``top - s`` into one fused multiply-add (that would be the gap of the unrounded score: pass 2
+    would not see pass 1's scores).  The same bits as a plain multiply."""
+    if FAST:
+        return libdevice.mul_rn(a, b)
+    else:
+        return a * b
+
+
+@triton.jit
 def _one_word(x, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
     """One score of a one-word family from the 32-bit word ``x``."""
     u = _uniform(x)
@@ -293,11 +332,11 @@ def _one_word(x, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
         if FAM == PTAIL:
             s = tl.exp2(_log2(e, FAST) * p0)
         elif FAM == LOGEXP:
-            s = _log2(e, FAST) * 0.6931471805599453
+            s = _mul(_log2(e, FAST), 0.6931471805599453, FAST)
         else:
             s = -tl.exp2(_log2(p0 / e, FAST) * p1)
     elif FAM == PLANTED:
-        s = -p1 * u
+        s = _mul(-p1, u, FAST)
     elif FAM == SIMPLEX:
         s = p0 + p1 * (2.0 * u - 1.0)
     else:  # PARETO
@@ -311,7 +350,7 @@ def _box_muller(xa, xb, FAST: tl.constexpr):
     r = tl.sqrt(_log2_uniform(_uniform(xa), FAST) * -1.3862943611198906)
     theta = (_uniform(xb) - 0.5) * 6.283185307179586
     if FAST:
-        return r * libdevice.fast_cosf(theta), r * libdevice.fast_sinf(theta)
+        return _mul(r, libdevice.fast_cosf(theta), FAST), _mul(r, libdevice.fast_sinf(theta), FAST)
     else:
         return r * tl.cos(theta), r * tl.sin(theta)
 
@@ -360,21 +399,68 @@ def _family_group(seed, g, row, FAM: tl.constexpr, p0, p1, FAST: tl.constexpr):
 
 
 @triton.jit
-def _family_tile(seed, rows, rmask, row0, c, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
-                 FAST: tl.constexpr):
-    """The ``(BM, V, L)`` tile of columns ``c + 4 l + v`` (``c`` a multiple of 4; the layout of :mod:`.tiles`),
-    ``-inf`` outside the rows, and its ``inside`` mask.  Each thread runs the Philox blocks of its group once."""
-    lanes = tl.arange(0, BN // _V)[None, None, :]  # (1, 1, L)
-    g = c // 4 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
-    rr = (rows + row0)[:, None, None] + 0 * lanes  # (BM, 1, L)
-    s0, s1, s2, s3 = _family_group(seed, g, rr, FAM, p0, p1, FAST)
-    v = tl.arange(0, _V)[None, :, None]  # (1, V, 1)
-    s = tl.where(v == 0, s0, tl.where(v == 1, s1, tl.where(v == 2, s2, s3)))  # (BM, V, L)
-    cols = c + v + 4 * lanes  # (1, V, L)
+def _family_column(s, cols, rmask, hi, top, FAM: tl.constexpr, MASK: tl.constexpr):
+    """Column ``v`` ``(BM, 1, L)`` of a tile (columns ``cols``) and its ``inside`` mask (:func:`_family_columns`)."""
     if FAM == PLANTED or FAM == SIMPLEX:
         s = tl.where(cols == 0, top, s)
-    inside = rmask[:, None, None] & (cols < hi)
-    return tl.where(inside, s, float("-inf")), inside
+    if MASK:
+        inside = rmask[:, None, None] & (cols < hi)
+        s = tl.where(inside, s, float("-inf"))
+    else:
+        inside = tl.full(s.shape, 1, tl.int1)
+    return s, inside
+
+
+@triton.jit
+def _family_columns(seed, rows, rmask, row0, g0, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
+                    FAST: tl.constexpr, MASK: tl.constexpr = True):
+    """The four columns ``v`` ``(BM, 1, L)`` of the tile of columns ``4 (g0 + l) + v`` (groups ``g0 + l``; the
+    layout of :mod:`.tiles`) and their ``inside`` masks.  Each thread runs the Philox blocks of its group once.
+    With ``MASK`` the entries outside the rows or at columns ``>= hi`` are ``-inf``; without it the tile is a
+    full one (``4 g0 + BN <= hi``) and every entry is kept, those of rows ``>= R`` too, whose results the passes
+    never store (``inside`` is then a constant true)."""
+    lanes = tl.arange(0, BN // _V)[None, None, :]  # (1, 1, L)
+    g = g0 + lanes + 0 * rows[:, None, None]  # (BM, 1, L) group index
+    rr = (rows + row0)[:, None, None] + 0 * lanes  # (BM, 1, L)
+    s0, s1, s2, s3 = _family_group(seed, g, rr, FAM, p0, p1, FAST)
+    cols = 4 * (g0 + lanes)  # (1, 1, L): column v = 0
+    s0, i0 = _family_column(s0, cols, rmask, hi, top, FAM, MASK)
+    s1, i1 = _family_column(s1, cols + 1, rmask, hi, top, FAM, MASK)
+    s2, i2 = _family_column(s2, cols + 2, rmask, hi, top, FAM, MASK)
+    s3, i3 = _family_column(s3, cols + 3, rmask, hi, top, FAM, MASK)
+    return s0, s1, s2, s3, i0, i1, i2, i3
+
+
+@triton.jit
+def _family_tile(seed, rows, rmask, row0, g0, hi, top, FAM: tl.constexpr, p0, p1, BN: tl.constexpr,
+                 FAST: tl.constexpr, MASK: tl.constexpr = True):
+    """The ``(BM, V, L)`` tile of :func:`_family_columns` and its ``inside`` mask, the columns joined in the thread."""
+    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, g0, hi, top, FAM, p0, p1, BN, FAST,
+                                                     MASK)
+    return _stack4(s0, s1, s2, s3), _stack4(i0, i1, i2, i3)
+
+
+@triton.jit
+def _stack4(s0, s1, s2, s3):
+    """The tile ``(BM, 4, L)`` whose column ``v`` is ``s_v`` ``(BM, 1, L)``: joined in the thread, the inverse of
+    the column split of :func:`critscale.kernels.counting.halves` (so the compiler keeps the generator's layout)."""
+    j = tl.join(tl.join(s0, s2), tl.join(s1, s3))  # (BM, 1, L, 2, 2): [.., p, q] = s_{2 p + q}
+    y = tl.reshape(j, [s0.shape[0], s0.shape[2], 4])  # (BM, L, V)
+    return tl.permute(y, (0, 2, 1))
+
+
+@triton.jit
+def _fold_columns(seed, rows, rmask, row0, g0, hi, top_score, top1, top2, low, count, bad, FAM: tl.constexpr, p0,
+                  p1, BN: tl.constexpr, FAST: tl.constexpr, MASK: tl.constexpr, FINITE: tl.constexpr):
+    """Pass 1 on one tile, folded one column ``(BM, 1, L)`` at a time in the generator's own layout (a tile
+    ``(BM, V, L)`` built from the columns gets another layout from the compiler, and with it the generator
+    computed twice)."""
+    s0, s1, s2, s3, i0, i1, i2, i3 = _family_columns(seed, rows, rmask, row0, g0, hi, top_score, FAM, p0, p1, BN,
+                                                     FAST, MASK)
+    top1, top2, low, count, bad = fold_pass1(s0, i0, top1, top2, low, count, bad, True, True, FINITE)
+    top1, top2, low, count, bad = fold_pass1(s1, i1, top1, top2, low, count, bad, True, True, FINITE)
+    top1, top2, low, count, bad = fold_pass1(s2, i2, top1, top2, low, count, bad, True, True, FINITE)
+    return fold_pass1(s3, i3, top1, top2, low, count, bad, True, True, FINITE)
 
 
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n"])
@@ -383,7 +469,7 @@ def _sample_kernel(out_ptr, seed, p0, p1, top, R, n, row0, BM: tl.constexpr, BN:
     """Write the generated scores of a ``(R, n)`` block (testing and the CPU equality check)."""
     c = tl.program_id(0) * BN  # column tiles on axis 0: up to 2^31 - 1 of them (axis 1 stops at 65535)
     rows = tl.program_id(1) * BM + tl.arange(0, BM)
-    s, inside = _family_tile(seed, rows, rows < R, row0, c, n, top, FAM, p0, p1, BN, FAST)  # (BM, V, L)
+    s, inside = _family_tile(seed, rows, rows < R, row0, c // 4, n, top, FAM, p0, p1, BN, FAST)  # (BM, V, L)
     cols = c + tl.arange(0, _V)[None, :, None] + 4 * tl.arange(0, BN // _V)[None, None, :]
     tl.store(out_ptr + rows.to(tl.int64)[:, None, None] * n + cols, s, mask=inside)
 
@@ -391,12 +477,38 @@ def _sample_kernel(out_ptr, seed, p0, p1, top, R, n, row0, BM: tl.constexpr, BN:
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
 def _sampled_pass1(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, o_top1, o_top2, o_low, o_count, o_bad,
                    BM: tl.constexpr, BN: tl.constexpr, FAM: tl.constexpr, FAST: tl.constexpr):
+    FINITE: tl.constexpr = (FINITE_CODES >> FAM) & 1 == 1
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top1, top2, low, count, bad = init_pass1(BM, BN // _V)
-    for c in range(lo, hi, BN):
-        s, inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-        top1, top2, low, count, bad = fold_pass1(s, inside, top1, top2, low, count, bad, True, False)
+    full = lo + (hi - lo) // BN * BN  # the full tiles, without masks; then at most one partial tile
+    for g0 in range(lo // 4, full // 4, BN // 4):  # the loop runs over groups of four columns
+        top1, top2, low, nvalid, bad = _fold_columns(seed, rows, rmask, row0, g0, hi, top_score, top1, top2, low,
+                                                     count, bad, FAM, p0, p1, BN, FAST, False, FINITE)
+        if not FINITE:
+            count = nvalid
+    if FINITE:  # every entry of a full tile is valid: V per lane and tile
+        count += (full - lo) // BN * _V
+    if full < hi:
+        top1, top2, low, count, bad = _fold_columns(seed, rows, rmask, row0, full // 4, hi, top_score, top1, top2, low,
+                                                    count, bad, FAM, p0, p1, BN, FAST, True, FINITE)
     store_pass1(grow * SPLIT + pid_c, rmask, top1, top2, low, count, bad, o_top1, o_top2, o_low, o_count, o_bad)
+
+
+@triton.jit
+def _fold_pair(seed, rows, rmask, row0, g0, hi, top_score, p0, p1, top, snap, m0, acc_a, acc_b, low, tab_ptr,
+               BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
+               BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
+               FAM: tl.constexpr, FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr, MASK: tl.constexpr,
+               FINITE: tl.constexpr):
+    """Pass 2 on the two tiles at groups ``g0`` and ``g0 + BN / 4`` (full ones without ``MASK``), their count words
+    paired in the block counter ``low``; ``FINITE``: the family makes finite scores only."""
+    GAPS_FINITE: tl.constexpr = FINITE and not MASK
+    s0, _inside = _family_tile(seed, rows, rmask, row0, g0, hi, top_score, FAM, p0, p1, BN, FAST, MASK)  # (BM, V, L)
+    m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT,
+                                       SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0, GAPS_FINITE)
+    s1, _inside = _family_tile(seed, rows, rmask, row0, g0 + BN // 4, hi, top_score, FAM, p0, p1, BN, FAST, MASK)
+    return fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
+                      NLOW, M0, SNAP0, True, 1, GAPS_FINITE)
 
 
 @triton.jit(do_not_specialize=["seed", "row0", "R", "n", "tiles", "SPLIT"])
@@ -405,18 +517,28 @@ def _sampled_pass2(seed, p0, p1, top_score, row0, R, n, tiles, SPLIT, top_ptr, s
                    NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, NTP: tl.constexpr, SHIFT: tl.constexpr,
                    BLO: tl.constexpr, NBK: tl.constexpr, NPL: tl.constexpr, NPLP: tl.constexpr, FAM: tl.constexpr,
                    FAST: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr):
+    FINITE: tl.constexpr = (FINITE_CODES >> FAM) & 1 == 1
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
+    if BM == 1:  # top and snap as scalars: one load each, whichever layouts the compiler gives the tile's uses
+        row, inside = _batch * R + tl.program_id(1), tl.program_id(1) < R
+        top = tl.broadcast_to(tl.load(top_ptr + row, mask=inside, other=0.0), [BM])
+        snap = tl.broadcast_to(tl.load(snap_ptr + row, mask=inside, other=0.0), [BM])
     KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs) of the block counter (kernels.counting)
-    for c0 in range(lo, hi, BN * KB):
+    full = lo + (hi - lo) // (2 * BN) * (2 * BN)  # pairs of full tiles, without masks; then one masked pair
+    GB: tl.constexpr = BN // 4  # groups of four columns per tile: the loops run over groups
+    for b0 in range(lo // 4, full // 4, GB * KB):
         low = block_counter(acc_n, NLOW)
-        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 2 * BN):  # two tiles per iteration share the count's climb
-            s0, _inside = _family_tile(seed, rows, rmask, row0, c, hi, top_score, FAM, p0, p1, BN, FAST)  # (BM, V, L)
-            m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
-            s1, _inside = _family_tile(seed, rows, rmask, row0, c + BN, hi, top_score, FAM, p0, p1, BN, FAST)
-            m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1)
+        for g0 in range(b0, tl.minimum(b0 + GB * KB, full // 4), 2 * GB):  # two tiles share the count's climb
+            m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, g0, hi, top_score, p0, p1, top, snap, m0, acc_a,
+                                               acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO,
+                                               NBK, FAM, FAST, M0, SNAP0, False, FINITE)
+        acc_n = flush_low(acc_n, low, NPL, NLOW)
+    if full < hi:
+        low = block_counter(acc_n, NLOW)
+        m0, acc_a, acc_b, low = _fold_pair(seed, rows, rmask, row0, full // 4, hi, top_score, p0, p1, top, snap, m0,
+                                           acc_a, acc_b, low, tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO,
+                                           NBK, FAM, FAST, M0, SNAP0, True, FINITE)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 

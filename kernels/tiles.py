@@ -80,16 +80,20 @@ def init_pass1(BM: tl.constexpr, L: tl.constexpr):
 
 
 @triton.jit
-def fold_pass1(s, inside, top1, top2, low, count, bad, NEG_INF_BAD: tl.constexpr, COLS: tl.constexpr = True):
+def fold_pass1(s, inside, top1, top2, low, count, bad, NEG_INF_BAD: tl.constexpr, COLS: tl.constexpr = True,
+               FINITE: tl.constexpr = False):
     """Fold one ``(BM, V, L)`` fp32 tile into the per-lane partials ``(BM, L)`` (reductions over ``V`` only).
 
     ``inside`` marks the entries of the rows (in range, not causally masked).  Bad entries: NaN and ``+inf``;
     with ``NEG_INF_BAD`` also ``-inf`` (computed scores, where ``-inf`` is an overflow, not a mask).
+    ``FINITE``: the scores are finite by construction (a generator that cannot make NaN or infinities), so
+    no entry is checked and none is bad.
     With ``COLS`` the top two are kept one column at a time (:func:`top2_cols`) and one compare of ``|s|``
-    tells the finite entries from NaN and both infinities; without it (generated tiles, whose generator the
-    compiler would otherwise recompute for each column) they are reduced over ``V`` and merged.
+    tells the finite entries from NaN and both infinities; without it they are reduced over ``V`` and merged.
     """
-    if COLS:
+    if FINITE:
+        finite = tl.full(s.shape, 1, tl.int1)
+    elif COLS:
         finite = tl.abs(s) < float("inf")  # false for NaN and both infinities
     else:
         finite = (s == s) & (s < float("inf")) & (s > float("-inf"))
@@ -210,7 +214,7 @@ def chain_fma(x, y, acc, V: tl.constexpr):
 def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
                LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr,
                BLO: tl.constexpr, NBK: tl.constexpr, NLOW: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr,
-               COLS: tl.constexpr = True, PHASE: tl.constexpr = -1):
+               COLS: tl.constexpr = True, PHASE: tl.constexpr = -1, GAPS_FINITE: tl.constexpr = False):
     """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
 
     The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
@@ -232,13 +236,18 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexp
     The counts of the chunk's ``NT`` thresholds go as thermometer words (the word table at ``tab_ptr``:
     ``SHIFT``, ``BLO``, ``NBK``; held on chip for the qk kind's pipelined loop, which is the one without ``COLS``)
     into the block counter ``low`` (:mod:`critscale.kernels.counting`; ``PHASE`` pairs two tiles in a row).
+    ``GAPS_FINITE``: every gap of the tile is finite (no masked entry, finite scores), so the ``B`` sums take the
+    gap with the entries within ``snap`` set to ``0`` (the count's gap) instead of a clamped one.
     """
     delta = top[:, None, None] - s  # (BM, V, L); +inf where masked
     near = delta <= snap[:, None, None]
     if M0 == 1:
         m0 += tl.sum(near.to(tl.float32), axis=1)
     dx = tl.where(near, float("inf"), delta)  # excluded from the sums: weight 2^-inf = 0
-    dfin = tl.minimum(dx, FP32_MAX)  # finite, so that 0 * dfin = 0
+    if GAPS_FINITE:
+        dfin = tl.where(near, 0.0, delta)  # where w = 0 (near), 0 * 0 = 0
+    else:
+        dfin = tl.minimum(dx, FP32_MAX)  # finite, so that 0 * dfin = 0
     slot = tl.arange(0, NS)[None, :, None]  # (1, NS, 1)
     V: tl.constexpr = s.shape[1]
     for r in tl.static_range(NR):

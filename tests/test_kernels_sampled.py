@@ -242,3 +242,88 @@ def test_reflected_unif_statistics_match_float64_generation():
     np.testing.assert_allclose(got, exact, rtol=1e-5)
     held_near_one = critscale.softmax_stats((1.0 + s64).astype(np.float32).astype(np.float64), beta).collision
     assert np.abs(held_near_one / exact - 1).max() > 1e-3  # the test can fail: fp32 near 1 does not resolve
+
+
+def extreme_words(count: int) -> list[np.ndarray]:
+    """``count`` uint32 word arrays whose consecutive pairs run over every pair of a pool of 256 words: the
+    extremes ``0, 1, 2^31 - 1, 2^31, 2^32 - 2, 2^32 - 1`` and 250 random ones (each family's transform is
+    monotone in each uniform, so the extremes bound its range)."""
+    ends = np.array([0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 2, 2 ** 32 - 1], dtype=np.uint64)
+    rand = np.random.default_rng(0).integers(0, 2 ** 32, 250, dtype=np.uint64)
+    pool = np.concatenate([ends, rand]).astype(np.uint32)
+    i = np.arange(256 * 256)
+    return [pool[(i // 256 ** (k % 2)) % 256] for k in range(count)]
+
+
+FINITE_FAMILIES = {"gauss", "logexp", "unif", "sphere3", "sphere5"}
+
+
+@pytest.mark.parametrize("fam", FAMILIES + ["ptail0.5", "pareto1", "sphere5"])
+def test_finite_flag_is_the_family_property(fam):
+    """The families flagged finite (the kernels check none of their entries) make finite scores from the
+    extreme words and 250 random ones, in every pair; every other family is flagged, and makes an infinity
+    for some parameters (the next test), so a flag on it would hide an overflow."""
+    fc = family_code(fam, 1000)
+    assert fc.finite == (fam in FINITE_FAMILIES), fam
+    if fc.finite:
+        from critscale.kernels.sampled import group_scores_numpy
+
+        parts = group_scores_numpy(fc, extreme_words(4 * fc.words))
+        assert all(np.isfinite(p).all() for p in parts), fam
+
+
+def test_unflagged_families_overflow_for_some_parameters():
+    """ptail, edge, pareto (small parameters) and planted, simplex (parameters beyond float32's range) make
+    infinities from valid words: they must keep the checks."""
+    from critscale.kernels import sampled as mod
+
+    overflowing = [family_code("ptail0.01", 1000), family_code("pareto0.1", 1000),
+                   mod.FamilyCode("edge", mod.EDGE.value, p0=1.0, p1=100.0),
+                   mod.FamilyCode("planted", mod.PLANTED.value, p1=1e39),
+                   mod.FamilyCode("simplex", mod.SIMPLEX.value, p0=3e38, p1=3e38)]
+    for fc in overflowing:
+        parts = mod.group_scores_numpy(fc, extreme_words(4 * fc.words))
+        assert not all(np.isfinite(p).all() for p in parts), fc.name
+    assert [fc.name for fc in overflowing if fc.finite] == []
+
+
+def test_checked_family_kernel_refuses_its_infinities():
+    """The kernel of pareto0.1 (u^-10 at u = 2^-33 is 2^330) checks its entries and refuses the rows (with the
+    family flagged finite it would count the infinities as valid scores)."""
+    require("triton-interpreter")
+    with pytest.raises(ValueError, match="NaN or infinities"):
+        sampled_row_stats("pareto0.1", 3000, 2, [1.0], [0.5], seed=1, backend="triton-interpreter")
+
+
+@pytest.mark.parametrize("fam", ["gauss", "pareto2"])
+@pytest.mark.parametrize("n, split", [(37, 1), (192, 1), (256, 2), (323, 1), (323, 3)])
+def test_full_tiles_and_the_masked_tail_are_exact(fam, n, split):
+    """The passes run the full tiles without masks (pass 2: pairs of them) and mask one tile (pass 1) or one
+    pair (pass 2) at the end of each program.  With tiles of 64 columns: n below one tile, an odd number of full
+    tiles (the last pair half empty), whole pairs over two programs, and partial tiles in one or three
+    programs; gauss is checked by nothing, pareto2 entry by entry.  The counts equal the float64 reference on
+    the same scores, the sums agree within the derived tolerances, and the order statistics are exact."""
+    require("triton-interpreter")
+    rows = 5
+    res = sampled_row_stats(fam, n, rows, BETA, T, seed=13, backend="triton-interpreter", split=split).to_numpy()
+    assert res.notes["split"] == split
+    scores = sample_scores_numpy(family_code(fam, n), 13, rows, n).astype(np.float64)
+    np.testing.assert_array_equal(res.counts, critscale.gap_counts(scores, T))
+    np.testing.assert_array_equal(res.top, scores.max(axis=1))
+    check_softmax_fields(res, critscale.softmax_stats(scores, BETA), np.full(rows, n))
+
+
+def test_gpu_block_full_pairs_and_tail_are_exact():
+    """The GPU block (one row, 512 columns, top and snap loaded as scalars): of 1541 columns in two programs,
+    the first runs one pair of full tiles, the second a full and a partial tile in its masked pair."""
+    from critscale.kernels import sampled as mod
+
+    require("triton-interpreter")
+    n, rows = 1541, 3
+    res = sampled_row_stats("gauss", n, rows, BETA, T, seed=17, backend="triton-interpreter", block=mod.GPU_BLOCK,
+                            split=2).to_numpy()
+    assert res.notes["split"] == 2
+    scores = sample_scores_numpy(family_code("gauss", n), 17, rows, n).astype(np.float64)
+    np.testing.assert_array_equal(res.counts, critscale.gap_counts(scores, T))
+    np.testing.assert_array_equal(res.top, scores.max(axis=1))
+    check_softmax_fields(res, critscale.softmax_stats(scores, BETA), np.full(rows, n))
