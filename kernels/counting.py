@@ -21,7 +21,10 @@ has bit ``j`` set.
 **Word table (exact word in O(1)).**  The host picks a shift ``S`` such that the buckets ``T_j >> S`` of
 the thresholds are distinct, and clamps a score's bucket ``u >> S`` to ``[b_lo, b_hi]`` with
 ``b_hi = max((T_{m-2} >> S) + 1, b_lo + 1)`` and ``b_lo = (T_1 >> S) - 1``, or ``b_lo = 0`` when a table
-from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears).  Each clamped
+from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears; when the buckets
+of all ``u < 2^31``, every gap ``>= +0`` and NaN, fit in :data:`COVER_MAX`, the table holds them all and the
+kernel masks the bucket, ``(u >> S) & (nbk - 1)``, instead of clamping it: for those ``u`` both are ``u >> S``,
+and the mask keeps any other bit pattern, a negative gap of a row that pass 1 flags bad, inside the table).  Each clamped
 bucket is then a range of ``u`` that holds at most one threshold (the lowest range holds only ``T_0``, the
 highest only ``T_{m-1}``; the host checks this for every entry).  For the range ``[lo, hi)`` of bucket ``k``
 with ``base_k = #{j : T_j < lo}`` the table holds the word ``~0 << base_k``, the word ``~0 << (base_k + 1)``
@@ -57,17 +60,19 @@ import triton.language as tl
 __all__ = ["CountTable", "TABLE_MAX", "ThresholdGroup", "count_table", "planes_for", "threshold_bits",
            "threshold_groups"]
 
-TABLE_MAX = 4096  # buckets of one chunk's table (int32 pairs: 32 KiB, read through the L1 cache)
+TABLE_MAX = 4096  # buckets of one chunk's table (32 bytes each: 128 KiB, read through the L1 cache)
+COVER_MAX = 2048  # a table from bucket 0 is grown to every bucket below 2^31 when that takes at most this many
 _NONE = 0x7F800000  # "no threshold in this bucket": +inf, which no gap (>= +0, not NaN) exceeds
 
 
 @dataclass(frozen=True)
 class CountTable:
-    """The word table of one chunk: shift ``S``, lowest bucket ``b_lo``, ``nbk`` buckets and ``entries``, three
-    int64 arrays of ``nbk`` values one after the other: the thermometer word ``~0 << base_k`` of each bucket (bits
-    ``0 .. 63``; ``0`` for ``base_k = 64``), the word ``~0 << (base_k + 1)`` of the gaps above its inner threshold
-    (the same word when it holds none), and that threshold as float32 bits (``+inf`` when it holds none, which no
-    gap exceeds)."""
+    """The word table of one chunk: shift ``S``, lowest bucket ``b_lo``, ``nbk`` buckets and ``entries``, ``4 nbk``
+    int64 values: first, for each bucket ``k``, the pair of its thermometer word ``~0 << base_k`` (bits ``0 .. 63``;
+    ``0`` for ``base_k = 64``) and the word ``~0 << (base_k + 1)`` of the gaps above its inner threshold (the same
+    word when it holds none), at ``2 k`` and ``2 k + 1``; then, at ``2 nbk + 2 k``, that threshold as float32 bits
+    (``+inf`` when it holds none, which no gap exceeds), each followed by a ``0``, so that a bucket's three
+    entries are at one offset from ``2 k``."""
 
     shift: int
     blo: int
@@ -116,6 +121,8 @@ def count_table(bits: list[int], compact: bool = False) -> CountTable | None:
         if not compact and 1 << bhi.bit_length() <= TABLE_MAX:
             blo = 0  # the table starts at bucket 0: no lower clamp in the kernel
         nbk = 1 << (bhi - blo).bit_length()  # a power of two (a tensor shape); the buckets above b_hi hold none
+        if blo == 0 and (1 << 31) >> shift <= COVER_MAX:
+            nbk = max(nbk, (1 << 31) >> shift)  # every gap's bucket is in the table: the kernel masks, not clamps
         if nbk > TABLE_MAX:
             return None
         words, above, inner = [], [], []
@@ -128,7 +135,8 @@ def count_table(bits: list[int], compact: bool = False) -> CountTable | None:
             words.append(_signed64(thermometer(i0)))
             above.append(_signed64(thermometer(i1)))
             inner.append(bits[i0] if i1 > i0 else _NONE)
-        return CountTable(shift=shift, blo=blo, nbk=nbk, entries=tuple(words + above + inner))
+        pairs = [w for k in range(nbk) for w in (words[k], above[k])]
+        return CountTable(shift=shift, blo=blo, nbk=nbk, entries=tuple(pairs + [w for x in inner for w in (x, 0)]))
     return None  # distinct patterns that differ only in their last bit, with others far away
 
 
@@ -295,8 +303,9 @@ def flush_low(planes, low, NPL: tl.constexpr, NLOW: tl.constexpr):
 
 @triton.jit
 def _gather_word(arr_ptr, flat, bk, NBK: tl.constexpr, word_like):
-    """Entries ``flat`` of the int64 array at ``arr_ptr`` (``NBK`` long, loaded once), as ``word_like``'s dtype."""
-    a = tl.load(arr_ptr + tl.arange(0, NBK))
+    """Entries ``flat`` of the int64 values at ``arr_ptr``, ``arr_ptr + 2``, ... (``NBK`` of them, loaded once), as
+    ``word_like``'s dtype."""
+    a = tl.load(arr_ptr + 2 * tl.arange(0, NBK))
     lo = tl.reshape(tl.gather(a.to(tl.int32), flat, 0), bk.shape).to(tl.uint32)
     if word_like.dtype == tl.uint32:
         return lo
@@ -307,26 +316,46 @@ def _gather_word(arr_ptr, flat, bk, NBK: tl.constexpr, word_like):
 
 @triton.jit
 def thermometer_words(dcount, tab_ptr, word_like, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
-                      GATHER: tl.constexpr = False):
+                      GATHER: tl.constexpr = False, PAIR: tl.constexpr = False):
     """For gaps ``dcount`` (``>= +0``): the words ``~0 << rank`` (bit ``j`` = ``[Delta <= t_j]``), dtype of
     ``word_like`` (uint32: bits 0 .. 31 of the table's words; uint64: all 64), from the word table at
     ``tab_ptr``: the bucket's word above its inner threshold, else its word at or below it (one compare and a
-    select per 32 bits).  With ``GATHER`` the table is loaded once per program and read by a gather on chip (no
-    global load in the loop: the software pipeliner of the qk kind's loop cannot schedule one around its
-    tensor-core product); otherwise each word is a load that the L1 cache serves."""
+    select per 32 bits).  Without ``GATHER`` each score's two words (side by side in the table) and its inner
+    threshold are loads from one address, which the L1 cache serves, the two words one 16-byte load with ``PAIR``
+    (two 8-byte loads without: a generated tile, whose generator the compiler would otherwise compute a second
+    time in the layout of the 16-byte load); a table that starts at bucket 0 and holds
+    every bucket below ``2^31`` takes twice the bucket as ``(u >> (SHIFT - 1)) & (2 NBK - 2)`` (a shift and a
+    mask), any other clamps the bucket.  With ``GATHER`` the table is loaded once per program and read by a
+    gather on chip (no global load in the loop: the software pipeliner of the qk kind's loop cannot schedule one
+    around its tensor-core product)."""
     u = dcount.to(tl.uint32, bitcast=True)
-    bk = u >> SHIFT
-    if BLO > 0:
-        bk = tl.maximum(bk, BLO)
-    bk = tl.minimum(bk, BLO + NBK - 1)  # the bucket, clamped (module docstring)
     if GATHER:  # int32 pieces (a 64-bit gather is not made in shared memory)
+        bk = u >> SHIFT
+        if BLO > 0:
+            bk = tl.maximum(bk, BLO)
+        bk = tl.minimum(bk, BLO + NBK - 1)  # the bucket, clamped (module docstring)
         flat = tl.reshape(bk - BLO, [bk.numel]).to(tl.int32)
         below = _gather_word(tab_ptr, flat, bk, NBK, word_like)
-        above = _gather_word(tab_ptr + NBK, flat, bk, NBK, word_like)
-        inner = tl.reshape(tl.gather(tl.load(tab_ptr + 2 * NBK + tl.arange(0, NBK)).to(tl.int32), flat, 0), bk.shape)
+        above = _gather_word(tab_ptr + 1, flat, bk, NBK, word_like)
+        inner = tl.reshape(tl.gather(tl.load(tab_ptr + 2 * NBK + 2 * tl.arange(0, NBK)).to(tl.int32), flat, 0),
+                           bk.shape)
     else:
-        row = (tab_ptr - BLO) + bk  # the table's arrays start at bucket BLO
-        below, above, inner = tl.load(row), tl.load(row + NBK), tl.load(row + 2 * NBK)
+        if BLO == 0 and NBK * (1 << SHIFT) >= 2147483648:
+            # every u < 2^31 (every gap >= +0, NaN included) has its bucket in the table; the mask keeps the
+            # load inside the table for any other bit pattern (a negative gap, only in a row flagged bad)
+            pair = ((u >> SHIFT) & (NBK - 1)) * 2  # compiled as (u >> (SHIFT - 1)) & (2 NBK - 2)
+        else:
+            bk = u >> SHIFT
+            if BLO > 0:
+                bk = tl.maximum(bk, BLO)
+            bk = tl.minimum(bk, BLO + NBK - 1)  # the bucket, clamped (module docstring)
+            pair = 2 * (bk - BLO)
+        row = tab_ptr + pair  # the bucket's two words, side by side (16 bytes, 16-byte aligned)
+        if PAIR:
+            below, above = tl.split(tl.load(row[:, :, :, None] + tl.arange(0, 2)[None, None, None, :]))
+        else:
+            below, above = tl.load(row), tl.load(row + 1)
+        inner = tl.load(row + 2 * NBK)
     word = tl.where(dcount > inner.to(tl.uint32).to(tl.float32, bitcast=True), above, below)
     return word.to(word_like.dtype)
 

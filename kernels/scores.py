@@ -118,9 +118,9 @@ def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr,
             s0, _inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
             s1, _inside = _load_tile(x_ptr, rows, rmask, stride, c + BN, hi, BN)  # -inf past hi: no weight, no count
             m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0, True)
             m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1)
+                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1, True)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 
