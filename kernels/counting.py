@@ -239,13 +239,18 @@ def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE
 
     With ``COLS`` (a tile whose ``V`` columns sit in one thread) planes ``0 .. log2 V - 1`` are carry-save state
     (Harley-Seal): the ``V`` words cost ``V - 1`` carry-save adders, which leave one carry word of weight
-    ``V``; it runs up the planes ``log2 V .. NLOW - 1`` (a half adder each).  Two tiles in a row share that
-    climb: ``PHASE = 0`` parks the first tile's carry in plane ``NLOW``, ``PHASE = 1`` adds it, the second tile's
-    carry and plane ``log2 V`` with one more carry-save adder, whose carry of weight ``2 V`` climbs from plane
-    ``log2 V + 1`` (``PHASE = -1``: a tile on its own).  Without ``COLS`` (the qk kind's MMA layout, which the
-    column split would have to convert) the words are reduced over ``V <= 31`` into a 5-bit sliced number
-    (:func:`add_sliced`) that is added into the planes with full adders.
-    The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``, after a ``PHASE = 1``."""
+    ``V``; it runs up the planes ``log2 V .. NLOW - 1`` (a half adder each).  Tiles in a row share that climb:
+    ``PHASE = 0`` parks a tile's carry in plane ``NLOW``; ``PHASE = 1`` adds it, the tile's own carry and plane
+    ``log2 V`` with one more carry-save adder, whose carry of weight ``2 V`` climbs from plane ``log2 V + 1`` (two
+    tiles: phases 0, 1); ``PHASE = 2`` does the same but parks that carry of weight ``2 V`` in plane ``NLOW + 1``,
+    and ``PHASE = 3`` then adds it, the next carry of weight ``2 V`` and plane ``log2 V + 1`` with a carry-save
+    adder, whose carry of weight ``4 V`` climbs from plane ``log2 V + 2`` (four tiles: phases 0, 2, 0, 3, one climb
+    per ``4 V`` words).  ``PHASE = -1``: a tile on its own.  Every count stays the sum of its planes' weights, parked
+    ones included: a carry-save adder keeps ``a + b + c = s + 2 k`` per bit position.  Without ``COLS`` (the qk
+    kind's MMA layout, which the column split would have to convert) the words are reduced over ``V <= 31`` into a
+    5-bit sliced number (:func:`add_sliced`) that is added into the planes with full adders.
+    The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``, after a ``PHASE`` 1 or 3
+    (no carry parked)."""
     if COLS:
         V: tl.constexpr = words.shape[1]
         LV: tl.constexpr = (V >= 2) + (V >= 4) + (V >= 8) + (V >= 16) + (V >= 32)  # log2 V (V <= 32)
@@ -253,13 +258,19 @@ def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE
         if PHASE == 0:
             low = plane_set(low, NLOW, carry)
         else:
-            if PHASE == 1:
+            if PHASE >= 1:
                 sp, carry = csa(plane_get(low, LV), plane_get(low, NLOW), carry)
                 low = plane_set(low, LV, sp)
-            for p in tl.static_range(LV + (PHASE == 1), NLOW):
-                a = plane_get(low, p)
-                low = plane_set(low, p, a ^ carry)
-                carry = a & carry
+            if PHASE == 2:
+                low = plane_set(low, NLOW + 1, carry)
+            else:
+                if PHASE == 3:
+                    sp, carry = csa(plane_get(low, LV + 1), plane_get(low, NLOW + 1), carry)
+                    low = plane_set(low, LV + 1, sp)
+                for p in tl.static_range(LV + (PHASE >= 1) + (PHASE == 3), NLOW):
+                    a = plane_get(low, p)
+                    low = plane_set(low, p, a ^ carry)
+                    carry = a & carry
     else:
         tl.static_assert(words.shape[1] <= 31, "count_words: at most 31 words per lane and tile without COLS")
         z = tl.zeros_like(words)

@@ -27,6 +27,7 @@ from .twopass import Launch, run_two_pass
 __all__ = ["checked_reference", "critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
 
 LANE_VEC = 4  # fp32 per thread per row of a tile: one 16-byte load
+PASS2_TILES = 4  # tiles per iteration of the pass-2 column loop: their counts share one climb of the block counter
 _V = tl.constexpr(LANE_VEC)
 
 
@@ -111,16 +112,17 @@ def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr,
     The columns run in blocks of ``KB`` tiles, after each of which the block counter is flushed."""
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
-    KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs): no count in the block counter reaches 2^NLOW
+    KB: tl.constexpr = BLOCK_WORDS // _V // 4 * 4  # tiles per block (quads): no count in the block counter reaches 2^NLOW
     for c0 in range(lo, hi, BN * KB):
         low = block_counter(acc_n, NLOW)
-        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 2 * BN):  # two tiles per iteration, both loads in flight
-            s0, _inside = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN)  # (BM, V, L)
-            s1, _inside = _load_tile(x_ptr, rows, rmask, stride, c + BN, hi, BN)  # -inf past hi: no weight, no count
-            m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0, True)
-            m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
-                                               BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 1, True)
+        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 4 * BN):  # four tiles per iteration (PASS2_TILES), in pairs
+            for q in tl.static_range(2):  # whose loads are in flight together; phases 0, 2, 0, 3 of count_words
+                s0, _inside = _load_tile(x_ptr, rows, rmask, stride, c + 2 * q * BN, hi, BN)  # (BM, V, L)
+                s1, _inside = _load_tile(x_ptr, rows, rmask, stride, c + (2 * q + 1) * BN, hi, BN)  # -inf past hi
+                m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                                   BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0, True)
+                m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS,
+                                                   BNEED, NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 2 + q, True)
         acc_n = flush_low(acc_n, low, NPL, NLOW)
     store_pass2(grow * SPLIT + pid_c, rmask, m0, acc_a, acc_b, acc_n, o_m0, o_a, o_b, o_n, NS, NTP, NPL, NPLP)
 

@@ -158,9 +158,9 @@ def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr
 
 @triton.jit
 def block_counter(planes, NLOW: tl.constexpr):
-    """A zeroed block counter: ``NLOW`` planes and the parked carry of :func:`critscale.kernels.counting.count_words`
-    (padded to a power of two), of the dtype of ``planes``."""
-    NLP: tl.constexpr = 8 if NLOW > 3 else 4
+    """A zeroed block counter: ``NLOW`` planes and the two parked carries of
+    :func:`critscale.kernels.counting.count_words` (padded to a power of two), of the dtype of ``planes``."""
+    NLP: tl.constexpr = 16 if NLOW + 2 > 8 else (8 if NLOW + 2 > 4 else 4)
     return tl.zeros([planes.shape[0], NLP, planes.shape[2]], planes.dtype)
 
 

@@ -139,19 +139,21 @@ def test_sass_record_hashes_the_counting_module():
 def test_counts_exact_across_block_flushes(backend):
     """One program per row (``split = 1``) over tiles of the interpreter's block, 4 words per lane and tile,
     so that the first lanes count ``BLOCK_WORDS + 1 = 2^NLOW`` words: the block counter takes ``KB`` tiles
-    (``4 KB <= BLOCK_WORDS`` words) and is flushed, the last block odd (a pair whose second tile lies past the row).
-    A block of one pair more (``4 KB + 8 > BLOCK_WORDS`` words) would wrap its planes and lose ``2^NLOW`` from the
-    counts of the last row, one value throughout (every word all ones); a flush that dropped a block would lose
-    far more."""
+    (``4 KB <= BLOCK_WORDS`` words, ``PASS2_TILES`` per iteration, their carries parked and added in phases) and is
+    flushed, the last block short (its last iteration's tiles past the row).  A block of one iteration more
+    (``4 (KB + PASS2_TILES) > BLOCK_WORDS`` words) would wrap its planes and lose ``2^NLOW`` from the counts of the
+    last row, one value throughout (every word all ones); a parked carry that was dropped or added twice, or a
+    flush that dropped a block, would change the counts of every row."""
     import critscale.kernels as ck
+    from critscale.kernels.scores import PASS2_TILES
     from critscale.kernels.tiles import BLOCK_WORDS, NLOW
 
     require(backend)
     dev = torch.device("cuda") if backend == "triton-cuda" else torch.device("cpu")
     assert BLOCK_WORDS.value == 2 ** NLOW.value - 1
-    KB = BLOCK_WORDS.value // 4 // 2 * 2  # tiles per block, as the kernel sets them
+    KB = BLOCK_WORDS.value // 4 // PASS2_TILES * PASS2_TILES  # tiles per block, as the kernel sets them
     tiles = (BLOCK_WORDS.value + 1) // 4  # 4 words per lane and tile
-    assert KB < tiles < 2 * KB and tiles % 2 == 0 and 4 * (KB + 2) > BLOCK_WORDS.value
+    assert KB < tiles < 2 * KB and 4 * (KB + PASS2_TILES) > BLOCK_WORDS.value
     rng = np.random.default_rng(5)
     n = 128 * (tiles - 1) + 37  # the last tile partial: lanes 0 .. 9 count 4 tiles' words more than KB tiles
     x = (-rng.integers(0, 96, size=(4, n)) / 8.0).astype(np.float32)  # dyadic gaps
