@@ -21,15 +21,16 @@ has bit ``j`` set.
 **Word table (exact word in O(1)).**  The host picks a shift ``S`` such that the buckets ``T_j >> S`` of
 the thresholds are distinct, and clamps a score's bucket ``u >> S`` to ``[b_lo, b_hi]`` with
 ``b_hi = max((T_{m-2} >> S) + 1, b_lo + 1)`` and ``b_lo = (T_1 >> S) - 1``, or ``b_lo = 0`` when a table
-from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears; when the buckets
-of all ``u < 2^31``, every gap ``>= +0`` and NaN, fit in :data:`COVER_MAX`, the table holds them all and the
-kernel masks the bucket, ``(u >> S) & (nbk - 1)``, instead of clamping it: for those ``u`` both are ``u >> S``,
-and the mask keeps any other bit pattern, a negative gap of a row that pass 1 flags bad, inside the table).  Each clamped
-bucket is then a range of ``u`` that holds at most one threshold (the lowest range holds only ``T_0``, the
-highest only ``T_{m-1}``; the host checks this for every entry).  For the range ``[lo, hi)`` of bucket ``k``
-with ``base_k = #{j : T_j < lo}`` the table holds the word ``~0 << base_k``, the word ``~0 << (base_k + 1)``
-(or ``~0 << base_k`` again when the range holds no threshold) and ``inner_k``, the threshold inside it (or
-``+inf``, which no gap exceeds).  For ``u`` in that range ``rank(u) = base_k + [Delta > inner_k]``: the
+from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears).  When the buckets
+of all ``u < 2^31`` (every gap ``>= +0``, and NaN) fit in :data:`COVER_MAX`, a table from bucket 0 that is not held
+on chip holds them all, and the kernel masks the bucket, ``(u >> S) & (nbk - 1)``, instead of clamping it: for
+those ``u`` both are ``u >> S``, and the mask keeps any other bit pattern (a negative gap, only in a row that
+pass 1 flags bad) inside the table.  Each bucket of the table is then a range of ``u`` that holds at most one
+threshold (the lowest range holds only ``T_0``, the highest only ``T_{m-1}``; the host checks this for every
+entry).  For the range ``[lo, hi)`` of bucket ``k`` with ``base_k = #{j : T_j < lo}`` the table holds the word
+``~0 << base_k`` and, next to it (one 16-byte entry), the word ``~0 << (base_k + 1)`` (or ``~0 << base_k`` again
+when the range holds no threshold), and ``inner_k``, the threshold inside it (or ``+inf``, which no gap
+exceeds).  For ``u`` in that range ``rank(u) = base_k + [Delta > inner_k]``: the
 thresholds below ``lo`` are below ``u``, those at or above ``hi`` are above it, and the one inside is below
 ``u`` iff ``Delta > inner_k``; so the word is the second word where ``Delta > inner_k`` and the first
 otherwise.  No step rounds, so the counts are exact for every gap, at the thresholds as well as between them.
@@ -40,7 +41,8 @@ a wide range) is split into several groups, each a pass-2 chunk of its own.
 position: its count of position ``j`` is kept in binary across ``P`` words ("planes"), bit ``p`` of the count
 in bit ``j`` of plane ``p``.  The column loop runs in blocks: inside a block the words go into a block
 counter of ``NLOW`` planes (:func:`count_words`: the ``V`` words of a tile with ``V - 1`` carry-save adders,
-Harley-Seal, and one carry word up the remaining low planes), and after the block, whose at most
+Harley-Seal, and one carry word up the remaining low planes, or parked until the next tiles' carries join it,
+so that two or four tiles share one climb), and after the block, whose at most
 ``2^NLOW - 1`` words keep every low count below ``2^NLOW``, the block counter is added into the planes
 (:func:`flush_low`).  Per score this is a fixed number of bitwise instructions on one or two 32-bit
 registers (the word is 32 or 64 bits), whatever the number of thresholds up to 64.  ``P`` is the bit length
@@ -121,7 +123,7 @@ def count_table(bits: list[int], compact: bool = False) -> CountTable | None:
         if not compact and 1 << bhi.bit_length() <= TABLE_MAX:
             blo = 0  # the table starts at bucket 0: no lower clamp in the kernel
         nbk = 1 << (bhi - blo).bit_length()  # a power of two (a tensor shape); the buckets above b_hi hold none
-        if blo == 0 and (1 << 31) >> shift <= COVER_MAX:
+        if not compact and blo == 0 and (1 << 31) >> shift <= COVER_MAX:
             nbk = max(nbk, (1 << 31) >> shift)  # every gap's bucket is in the table: the kernel masks, not clamps
         if nbk > TABLE_MAX:
             return None

@@ -100,6 +100,19 @@ def test_edge_grids_take_both_bucket_paths():
     assert covers[1][0] is False and tables[1][0].blo > 0 and True in covers[1]
 
 
+def test_only_tables_read_from_memory_grow_to_every_bucket():
+    """A table from bucket 0 grows to every bucket below 2^31 (the kernel then masks, not clamps); one held on chip
+    (``compact``, the qk kind's gather) keeps its own size, which a gather loads into every program."""
+    t = (0.0, float(np.uint32(1 << 20).view(np.float32)))  # buckets 0 and 1 at shift 20
+    wide, = counting.threshold_groups(t, 64)
+    small, = counting.threshold_groups(t, 64, compact=True)
+    assert (wide.table.shift, wide.table.blo, wide.table.nbk) == (20, 0, 2048)
+    assert (small.table.shift, small.table.blo, small.table.nbk) == (20, 0, 2)
+    u = np.array([0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 0x3F800000, 0x7F800000])
+    for g in (wide, small):
+        assert np.array_equal(table_rank(g.table, u), np.searchsorted([0, 1 << 20], u, side="left"))
+
+
 @pytest.mark.parametrize("backend", backend_params())
 @pytest.mark.parametrize("grid", list(EDGE_GRIDS))
 def test_counts_exact_at_and_next_to_every_threshold(backend, grid):
