@@ -268,7 +268,6 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     import numpy as np
 
     from .ladder import beta_plan, chunks
-    from .tiles import BLOCK_WORDS
     from .twopass import m0_mode, pow2, table_constexprs
 
     mod, block, lead, flags, div, stages, per_iter = _kind_setup(kind)
@@ -284,7 +283,7 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     # tiles per block of the pass-2 column loop, as the kernels set them (their KB): count words per lane and tile
     # are V = BN / 4 for qk (one tile per iteration) and V = 4 for the others (two tiles per iteration for sampled,
     # scores.PASS2_TILES for scores)
-    words, most = (BN // 4, int(BLOCK_WORDS.value)) if kind == "qk" else (mod.LANE_VEC, int(BLOCK_WORDS.value))
+    words, most = (BN // 4 if kind == "qk" else mod.LANE_VEC), int(mod.BLOCK_WORDS.value)  # the kind's block
     per = mod.PASS2_TILES if kind == "scores" else 2
     block_tiles = most // words if kind == "qk" else most // words // per * per
     return [dict(kind=kind, pass_=1 if i == 0 else 2, chunk=max(0, i - 1),

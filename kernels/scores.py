@@ -20,14 +20,19 @@ import triton.language as tl
 
 from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
 from .rowstats import Pass1, RowStats, finish, reference_from_scores, restore
-from .tiles import (BLOCK_WORDS, NLOW, block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, init_pass2,
-                    pass_prologue, store_pass1, store_pass2)
+from .tiles import (block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, init_pass2, pass_prologue,
+                    store_pass1, store_pass2)
 from .twopass import Launch, run_two_pass
 
 __all__ = ["checked_reference", "critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
 
 LANE_VEC = 4  # fp32 per thread per row of a tile: one 16-byte load
 PASS2_TILES = 4  # tiles per iteration of the pass-2 column loop: their counts share one climb of the block counter
+# planes of the block counter (kernels.counting.count_words) and the most words a lane adds into it, 2^NLOW - 1:
+# one plane more than the other kinds' (kernels.tiles.NLOW), as the four tiles' shared climb is cheaper than
+# their flushes
+NLOW = tl.constexpr(8)
+BLOCK_WORDS = tl.constexpr(255)
 _V = tl.constexpr(LANE_VEC)
 
 

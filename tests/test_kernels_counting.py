@@ -148,6 +148,7 @@ def test_sass_record_hashes_the_counting_module():
     assert "kernels/counting.py" in rec["provenance"]["sources"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", backend_params())
 def test_counts_exact_across_block_flushes(backend):
     """One program per row (``split = 1``) over tiles of the interpreter's block, 4 words per lane and tile,
@@ -158,8 +159,7 @@ def test_counts_exact_across_block_flushes(backend):
     last row, one value throughout (every word all ones); a parked carry that was dropped or added twice, or a
     flush that dropped a block, would change the counts of every row."""
     import critscale.kernels as ck
-    from critscale.kernels.scores import PASS2_TILES
-    from critscale.kernels.tiles import BLOCK_WORDS, NLOW
+    from critscale.kernels.scores import BLOCK_WORDS, NLOW, PASS2_TILES
 
     require(backend)
     dev = torch.device("cuda") if backend == "triton-cuda" else torch.device("cpu")
