@@ -34,6 +34,7 @@ PASS2_TILES = 4  # tiles per iteration of the pass-2 column loop: their counts s
 NLOW = tl.constexpr(8)
 BLOCK_WORDS = tl.constexpr(255)
 _V = tl.constexpr(LANE_VEC)
+_T = tl.constexpr(PASS2_TILES)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -117,10 +118,11 @@ def _scores_pass2(x_ptr, stride, R, n, tiles, SPLIT, top_ptr, snap_ptr, tab_ptr,
     The columns run in blocks of ``KB`` tiles, after each of which the block counter is flushed."""
     _batch, pid_c, rows, rmask, grow, lo, hi = pass_prologue(R, n, tiles, SPLIT, BM, BN)
     top, snap, m0, acc_a, acc_b, acc_n = init_pass2(top_ptr, snap_ptr, grow, rmask, BM, BN // _V, NS, NTP, NPLP)
-    KB: tl.constexpr = BLOCK_WORDS // _V // 4 * 4  # tiles per block (quads): no count in the block counter reaches 2^NLOW
+    tl.static_assert(_T == 4, "the pass-2 loop takes four tiles per iteration (count_words phases 0, 2, 0, 3)")
+    KB: tl.constexpr = BLOCK_WORDS // _V // _T * _T  # tiles per block: no count in the block counter reaches 2^NLOW
     for c0 in range(lo, hi, BN * KB):
         low = block_counter(acc_n, NLOW)
-        for c in range(c0, tl.minimum(c0 + BN * KB, hi), 4 * BN):  # four tiles per iteration (PASS2_TILES), in pairs
+        for c in range(c0, tl.minimum(c0 + BN * KB, hi), _T * BN):  # four tiles per iteration, in pairs
             for q in tl.static_range(2):  # whose loads are in flight together; phases 0, 2, 0, 3 of count_words
                 s0, _inside = _load_tile(x_ptr, rows, rmask, stride, c + 2 * q * BN, hi, BN)  # (BM, V, L)
                 s1, _inside = _load_tile(x_ptr, rows, rmask, stride, c + (2 * q + 1) * BN, hi, BN)  # -inf past hi
