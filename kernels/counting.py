@@ -21,12 +21,16 @@ has bit ``j`` set.
 **Word table (exact word in O(1)).**  The host picks a shift ``S`` such that the buckets ``T_j >> S`` of
 the thresholds are distinct, and clamps a score's bucket ``u >> S`` to ``[b_lo, b_hi]`` with
 ``b_hi = max((T_{m-2} >> S) + 1, b_lo + 1)`` and ``b_lo = (T_1 >> S) - 1``, or ``b_lo = 0`` when a table
-from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears).  Each clamped
-bucket is then a range of ``u`` that holds at most one threshold (the lowest range holds only ``T_0``, the
-highest only ``T_{m-1}``; the host checks this for every entry).  For the range ``[lo, hi)`` of bucket ``k``
-with ``base_k = #{j : T_j < lo}`` the table holds the word ``~0 << base_k``, the word ``~0 << (base_k + 1)``
-(or ``~0 << base_k`` again when the range holds no threshold) and ``inner_k``, the threshold inside it (or
-``+inf``, which no gap exceeds).  For ``u`` in that range ``rank(u) = base_k + [Delta > inner_k]``: the
+from bucket 0 fits in :data:`TABLE_MAX` buckets (the kernel's lower clamp then disappears).  When the buckets
+of all ``u < 2^31`` (every gap ``>= +0``, and NaN) fit in :data:`COVER_MAX`, a table from bucket 0 that is not held
+on chip holds them all, and the kernel masks the bucket, ``(u >> S) & (nbk - 1)``, instead of clamping it: for
+those ``u`` both are ``u >> S``, and the mask keeps any other bit pattern (a negative gap, only in a row that
+pass 1 flags bad) inside the table.  Each bucket of the table is then a range of ``u`` that holds at most one
+threshold (the lowest range holds only ``T_0``, the highest only ``T_{m-1}``; the host checks this for every
+entry).  For the range ``[lo, hi)`` of bucket ``k`` with ``base_k = #{j : T_j < lo}`` the table holds the word
+``~0 << base_k`` and, next to it (one 16-byte entry), the word ``~0 << (base_k + 1)`` (or ``~0 << base_k`` again
+when the range holds no threshold), and ``inner_k``, the threshold inside it (or ``+inf``, which no gap
+exceeds).  For ``u`` in that range ``rank(u) = base_k + [Delta > inner_k]``: the
 thresholds below ``lo`` are below ``u``, those at or above ``hi`` are above it, and the one inside is below
 ``u`` iff ``Delta > inner_k``; so the word is the second word where ``Delta > inner_k`` and the first
 otherwise.  No step rounds, so the counts are exact for every gap, at the thresholds as well as between them.
@@ -37,7 +41,8 @@ a wide range) is split into several groups, each a pass-2 chunk of its own.
 position: its count of position ``j`` is kept in binary across ``P`` words ("planes"), bit ``p`` of the count
 in bit ``j`` of plane ``p``.  The column loop runs in blocks: inside a block the words go into a block
 counter of ``NLOW`` planes (:func:`count_words`: the ``V`` words of a tile with ``V - 1`` carry-save adders,
-Harley-Seal, and one carry word up the remaining low planes), and after the block, whose at most
+Harley-Seal, and one carry word up the remaining low planes, or parked until the next tiles' carries join it,
+so that two or four tiles share one climb), and after the block, whose at most
 ``2^NLOW - 1`` words keep every low count below ``2^NLOW``, the block counter is added into the planes
 (:func:`flush_low`).  Per score this is a fixed number of bitwise instructions on one or two 32-bit
 registers (the word is 32 or 64 bits), whatever the number of thresholds up to 64.  ``P`` is the bit length
@@ -57,17 +62,19 @@ import triton.language as tl
 __all__ = ["CountTable", "TABLE_MAX", "ThresholdGroup", "count_table", "planes_for", "threshold_bits",
            "threshold_groups"]
 
-TABLE_MAX = 4096  # buckets of one chunk's table (int32 pairs: 32 KiB, read through the L1 cache)
+TABLE_MAX = 4096  # buckets of one chunk's table (32 bytes each: 128 KiB, read through the L1 cache)
+COVER_MAX = 2048  # a table from bucket 0 is grown to every bucket below 2^31 when that takes at most this many
 _NONE = 0x7F800000  # "no threshold in this bucket": +inf, which no gap (>= +0, not NaN) exceeds
 
 
 @dataclass(frozen=True)
 class CountTable:
-    """The word table of one chunk: shift ``S``, lowest bucket ``b_lo``, ``nbk`` buckets and ``entries``, three
-    int64 arrays of ``nbk`` values one after the other: the thermometer word ``~0 << base_k`` of each bucket (bits
-    ``0 .. 63``; ``0`` for ``base_k = 64``), the word ``~0 << (base_k + 1)`` of the gaps above its inner threshold
-    (the same word when it holds none), and that threshold as float32 bits (``+inf`` when it holds none, which no
-    gap exceeds)."""
+    """The word table of one chunk: shift ``S``, lowest bucket ``b_lo``, ``nbk`` buckets and ``entries``, ``4 nbk``
+    int64 values: first, for each bucket ``k``, the pair of its thermometer word ``~0 << base_k`` (bits ``0 .. 63``;
+    ``0`` for ``base_k = 64``) and the word ``~0 << (base_k + 1)`` of the gaps above its inner threshold (the same
+    word when it holds none), at ``2 k`` and ``2 k + 1``; then, at ``2 nbk + 2 k``, that threshold as float32 bits
+    (``+inf`` when it holds none, which no gap exceeds), each followed by a ``0``, so that a bucket's three
+    entries are at one offset from ``2 k``."""
 
     shift: int
     blo: int
@@ -116,6 +123,8 @@ def count_table(bits: list[int], compact: bool = False) -> CountTable | None:
         if not compact and 1 << bhi.bit_length() <= TABLE_MAX:
             blo = 0  # the table starts at bucket 0: no lower clamp in the kernel
         nbk = 1 << (bhi - blo).bit_length()  # a power of two (a tensor shape); the buckets above b_hi hold none
+        if not compact and blo == 0 and (1 << 31) >> shift <= COVER_MAX:
+            nbk = max(nbk, (1 << 31) >> shift)  # every gap's bucket is in the table: the kernel masks, not clamps
         if nbk > TABLE_MAX:
             return None
         words, above, inner = [], [], []
@@ -128,7 +137,8 @@ def count_table(bits: list[int], compact: bool = False) -> CountTable | None:
             words.append(_signed64(thermometer(i0)))
             above.append(_signed64(thermometer(i1)))
             inner.append(bits[i0] if i1 > i0 else _NONE)
-        return CountTable(shift=shift, blo=blo, nbk=nbk, entries=tuple(words + above + inner))
+        pairs = [w for k in range(nbk) for w in (words[k], above[k])]
+        return CountTable(shift=shift, blo=blo, nbk=nbk, entries=tuple(pairs + [w for x in inner for w in (x, 0)]))
     return None  # distinct patterns that differ only in their last bit, with others far away
 
 
@@ -231,13 +241,18 @@ def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE
 
     With ``COLS`` (a tile whose ``V`` columns sit in one thread) planes ``0 .. log2 V - 1`` are carry-save state
     (Harley-Seal): the ``V`` words cost ``V - 1`` carry-save adders, which leave one carry word of weight
-    ``V``; it runs up the planes ``log2 V .. NLOW - 1`` (a half adder each).  Two tiles in a row share that
-    climb: ``PHASE = 0`` parks the first tile's carry in plane ``NLOW``, ``PHASE = 1`` adds it, the second tile's
-    carry and plane ``log2 V`` with one more carry-save adder, whose carry of weight ``2 V`` climbs from plane
-    ``log2 V + 1`` (``PHASE = -1``: a tile on its own).  Without ``COLS`` (the qk kind's MMA layout, which the
-    column split would have to convert) the words are reduced over ``V <= 31`` into a 5-bit sliced number
-    (:func:`add_sliced`) that is added into the planes with full adders.
-    The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``, after a ``PHASE = 1``."""
+    ``V``; it runs up the planes ``log2 V .. NLOW - 1`` (a half adder each).  Tiles in a row share that climb:
+    ``PHASE = 0`` parks a tile's carry in plane ``NLOW``; ``PHASE = 1`` adds it, the tile's own carry and plane
+    ``log2 V`` with one more carry-save adder, whose carry of weight ``2 V`` climbs from plane ``log2 V + 1`` (two
+    tiles: phases 0, 1); ``PHASE = 2`` does the same but parks that carry of weight ``2 V`` in plane ``NLOW + 1``,
+    and ``PHASE = 3`` then adds it, the next carry of weight ``2 V`` and plane ``log2 V + 1`` with a carry-save
+    adder, whose carry of weight ``4 V`` climbs from plane ``log2 V + 2`` (four tiles: phases 0, 2, 0, 3, one climb
+    per ``4 V`` words).  ``PHASE = -1``: a tile on its own.  Every count stays the sum of its planes' weights, parked
+    ones included: a carry-save adder keeps ``a + b + c = s + 2 k`` per bit position.  Without ``COLS`` (the qk
+    kind's MMA layout, which the column split would have to convert) the words are reduced over ``V <= 31`` into a
+    5-bit sliced number (:func:`add_sliced`) that is added into the planes with full adders.
+    The caller flushes ``low`` (:func:`flush_low`) before any count reaches ``2^NLOW``, after a ``PHASE`` 1 or 3
+    (no carry parked)."""
     if COLS:
         V: tl.constexpr = words.shape[1]
         LV: tl.constexpr = (V >= 2) + (V >= 4) + (V >= 8) + (V >= 16) + (V >= 32)  # log2 V (V <= 32)
@@ -245,13 +260,19 @@ def count_words(words, low, NLOW: tl.constexpr, COLS: tl.constexpr = True, PHASE
         if PHASE == 0:
             low = plane_set(low, NLOW, carry)
         else:
-            if PHASE == 1:
+            if PHASE >= 1:
                 sp, carry = csa(plane_get(low, LV), plane_get(low, NLOW), carry)
                 low = plane_set(low, LV, sp)
-            for p in tl.static_range(LV + (PHASE == 1), NLOW):
-                a = plane_get(low, p)
-                low = plane_set(low, p, a ^ carry)
-                carry = a & carry
+            if PHASE == 2:
+                low = plane_set(low, NLOW + 1, carry)
+            else:
+                if PHASE == 3:
+                    sp, carry = csa(plane_get(low, LV + 1), plane_get(low, NLOW + 1), carry)
+                    low = plane_set(low, LV + 1, sp)
+                for p in tl.static_range(LV + (PHASE >= 1) + (PHASE == 3), NLOW):
+                    a = plane_get(low, p)
+                    low = plane_set(low, p, a ^ carry)
+                    carry = a & carry
     else:
         tl.static_assert(words.shape[1] <= 31, "count_words: at most 31 words per lane and tile without COLS")
         z = tl.zeros_like(words)
@@ -295,8 +316,9 @@ def flush_low(planes, low, NPL: tl.constexpr, NLOW: tl.constexpr):
 
 @triton.jit
 def _gather_word(arr_ptr, flat, bk, NBK: tl.constexpr, word_like):
-    """Entries ``flat`` of the int64 array at ``arr_ptr`` (``NBK`` long, loaded once), as ``word_like``'s dtype."""
-    a = tl.load(arr_ptr + tl.arange(0, NBK))
+    """Entries ``flat`` of the int64 values at ``arr_ptr``, ``arr_ptr + 2``, ... (``NBK`` of them, loaded once), as
+    ``word_like``'s dtype."""
+    a = tl.load(arr_ptr + 2 * tl.arange(0, NBK))
     lo = tl.reshape(tl.gather(a.to(tl.int32), flat, 0), bk.shape).to(tl.uint32)
     if word_like.dtype == tl.uint32:
         return lo
@@ -307,26 +329,46 @@ def _gather_word(arr_ptr, flat, bk, NBK: tl.constexpr, word_like):
 
 @triton.jit
 def thermometer_words(dcount, tab_ptr, word_like, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
-                      GATHER: tl.constexpr = False):
+                      GATHER: tl.constexpr = False, PAIR: tl.constexpr = False):
     """For gaps ``dcount`` (``>= +0``): the words ``~0 << rank`` (bit ``j`` = ``[Delta <= t_j]``), dtype of
     ``word_like`` (uint32: bits 0 .. 31 of the table's words; uint64: all 64), from the word table at
     ``tab_ptr``: the bucket's word above its inner threshold, else its word at or below it (one compare and a
-    select per 32 bits).  With ``GATHER`` the table is loaded once per program and read by a gather on chip (no
-    global load in the loop: the software pipeliner of the qk kind's loop cannot schedule one around its
-    tensor-core product); otherwise each word is a load that the L1 cache serves."""
+    select per 32 bits).  Without ``GATHER`` each score's two words (side by side in the table) and its inner
+    threshold are loads from one address, which the L1 cache serves, the two words one 16-byte load with ``PAIR``
+    (two 8-byte loads without: a generated tile, whose generator the compiler would otherwise compute a second
+    time in the layout of the 16-byte load); a table that starts at bucket 0 and holds
+    every bucket below ``2^31`` takes twice the bucket as ``(u >> (SHIFT - 1)) & (2 NBK - 2)`` (a shift and a
+    mask), any other clamps the bucket.  With ``GATHER`` the table is loaded once per program and read by a
+    gather on chip (no global load in the loop: the software pipeliner of the qk kind's loop cannot schedule one
+    around its tensor-core product)."""
     u = dcount.to(tl.uint32, bitcast=True)
-    bk = u >> SHIFT
-    if BLO > 0:
-        bk = tl.maximum(bk, BLO)
-    bk = tl.minimum(bk, BLO + NBK - 1)  # the bucket, clamped (module docstring)
     if GATHER:  # int32 pieces (a 64-bit gather is not made in shared memory)
+        bk = u >> SHIFT
+        if BLO > 0:
+            bk = tl.maximum(bk, BLO)
+        bk = tl.minimum(bk, BLO + NBK - 1)  # the bucket, clamped (module docstring)
         flat = tl.reshape(bk - BLO, [bk.numel]).to(tl.int32)
         below = _gather_word(tab_ptr, flat, bk, NBK, word_like)
-        above = _gather_word(tab_ptr + NBK, flat, bk, NBK, word_like)
-        inner = tl.reshape(tl.gather(tl.load(tab_ptr + 2 * NBK + tl.arange(0, NBK)).to(tl.int32), flat, 0), bk.shape)
+        above = _gather_word(tab_ptr + 1, flat, bk, NBK, word_like)
+        inner = tl.reshape(tl.gather(tl.load(tab_ptr + 2 * NBK + 2 * tl.arange(0, NBK)).to(tl.int32), flat, 0),
+                           bk.shape)
     else:
-        row = (tab_ptr - BLO) + bk  # the table's arrays start at bucket BLO
-        below, above, inner = tl.load(row), tl.load(row + NBK), tl.load(row + 2 * NBK)
+        if BLO == 0 and NBK * (1 << SHIFT) >= 2147483648:
+            # every u < 2^31 (every gap >= +0, NaN included) has its bucket in the table; the mask keeps the
+            # load inside the table for any other bit pattern (a negative gap, only in a row flagged bad)
+            pair = ((u >> SHIFT) & (NBK - 1)) * 2  # compiled as (u >> (SHIFT - 1)) & (2 NBK - 2)
+        else:
+            bk = u >> SHIFT
+            if BLO > 0:
+                bk = tl.maximum(bk, BLO)
+            bk = tl.minimum(bk, BLO + NBK - 1)  # the bucket, clamped (module docstring)
+            pair = 2 * (bk - BLO)
+        row = tab_ptr + pair  # the bucket's two words, side by side (16 bytes, 16-byte aligned)
+        if PAIR:
+            below, above = tl.split(tl.load(row[:, :, :, None] + tl.arange(0, 2)[None, None, None, :]))
+        else:
+            below, above = tl.load(row), tl.load(row + 1)
+        inner = tl.load(row + 2 * NBK)
     word = tl.where(dcount > inner.to(tl.uint32).to(tl.float32, bitcast=True), above, below)
     return word.to(word_like.dtype)
 

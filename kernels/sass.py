@@ -256,7 +256,7 @@ def _kind_setup(kind: str) -> tuple:
     if kind == "scores":
         BM, BN, _, _, warps = scores.GPU_BLOCK
         return (scores, scores.GPU_BLOCK, {"x_ptr": "*fp32", "stride": "i32"}, {}, ("stride", "n"), 3,
-                (2 * BM * BN / (32 * warps),) * 2)  # two tiles per iteration: pass 1 unrolled, pass 2 paired
+                (2 * BM * BN / (32 * warps), scores.PASS2_TILES * BM * BN / (32 * warps)))  # pass 1: two tiles
     if kind == "sampled":
         BM, BN, _, _, warps = sampled.GPU_BLOCK
         return (sampled, sampled.GPU_BLOCK,
@@ -311,7 +311,6 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
     import numpy as np
 
     from .ladder import beta_plan, chunks
-    from .tiles import BLOCK_WORDS
     from .twopass import m0_mode, pow2, table_constexprs
 
     mod, block, lead, flags, div, stages, per_iter = _kind_setup(kind)
@@ -325,9 +324,11 @@ def launch_specs(kind: str, beta, t) -> list[dict]:
                          SNAP0=kind == "scores")
                     for i, c in enumerate(chunks(plan, t, NRC, NTC, kind == "qk"))]
     # tiles per block of the pass-2 column loop, as the kernels set them (their KB): count words per lane and tile
-    # are V = BN / 4 for qk (one tile per iteration) and V = 4 for the others (two tiles per iteration)
-    words, most = (BN // 4, int(BLOCK_WORDS.value)) if kind == "qk" else (mod.LANE_VEC, int(BLOCK_WORDS.value))
-    block_tiles = most // words if kind == "qk" else most // words // 2 * 2
+    # are V = BN / 4 for qk (one tile per iteration) and V = 4 for the others (two tiles per iteration for sampled,
+    # scores.PASS2_TILES for scores)
+    words, most = (BN // 4 if kind == "qk" else mod.LANE_VEC), int(mod.BLOCK_WORDS.value)  # the kind's block
+    per = mod.PASS2_TILES if kind == "scores" else 2
+    block_tiles = most // words if kind == "qk" else most // words // per * per
     per_block = block_tiles * BM * BN / (32 * warps)
     specs = [dict(kind=kind, passes=(1,) if i == 0 else (2,), chunk=max(0, i - 1), launch=i,
                   fn=getattr(mod, f"_{kind}_pass{1 if i == 0 else 2}"),

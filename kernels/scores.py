@@ -20,14 +20,25 @@ import triton.language as tl
 
 from .dispatch import FP32_MAX, beta_grid, check_K, fp32_overflow_message, pick_backend, threshold_grid
 from .rowstats import Pass1, RowStats, finish, reference_from_scores, restore
-from .tiles import (BLOCK_WORDS, NLOW, block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, load_top,
-                    pass_prologue, store_pass1, store_pass2, zero_pass2)
+from .tiles import (block_counter, flush_low, fold_pass1, fold_pass2, init_pass1, load_top, pass_prologue,
+                    store_pass1, store_pass2, zero_pass2)
 from .twopass import Launch, run_two_pass
 
 __all__ = ["checked_reference", "critscale_reference", "row_stats", "scores_row_stats", "torch_reference"]
 
 LANE_VEC = 4  # fp32 per thread per row of a tile: one 16-byte load
+PASS2_TILES = 4  # tiles per iteration of the pass-2 column loop: their counts share one climb of the block counter
+# planes of the block counter (kernels.counting.count_words) and the most words a lane adds into it, 2^NLOW - 1:
+# one plane more than the other kinds' (kernels.tiles.NLOW), as the four tiles' shared climb is cheaper than
+# their flushes
+NLOW = tl.constexpr(8)
+BLOCK_WORDS = tl.constexpr(255)
 _V = tl.constexpr(LANE_VEC)
+_T = tl.constexpr(PASS2_TILES)
+# Each bucket's two table words as one 16-byte load (kernels.counting): one instruction per score fewer, but about
+# 84 registers more (250 against 166 per thread at the default block: two programs per multiprocessor instead of
+# three, which the one launch of both passes needs to overlap one program's read with another's sums); off.
+PAIR_LOAD = tl.constexpr(False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -126,18 +137,22 @@ def _pass1_row(x_ptr, stride, R, rows, rmask, lo, hi, BM: tl.constexpr, BN: tl.c
 
 
 @triton.jit
-def _pass2_pair(x_ptr, stride, rows, rmask, c, hi, top, snap, m0, acc_a, acc_b, low, tab_ptr, BN: tl.constexpr,
+def _pass2_quad(x_ptr, stride, rows, rmask, c, hi, top, snap, m0, acc_a, acc_b, low, tab_ptr, BN: tl.constexpr,
                 ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr,
                 NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr, M0: tl.constexpr,
                 SNAP0: tl.constexpr, MASKED: tl.constexpr):
-    """Fold the two tiles at columns ``c`` and ``c + BN`` into pass 2's partials and the block counter ``low``
-    (both loads first, so that both are in flight; the pair's counts share one climb of the block counter)."""
-    s0 = _load_tile(x_ptr, rows, rmask, stride, c, hi, BN, MASKED)  # (BM, V, L)
-    s1 = _load_tile(x_ptr, rows, rmask, stride, c + BN, hi, BN, MASKED)  # -inf past hi: no weight, no count
-    m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT,
-                                       SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0)
-    return fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK,
-                      NLOW, M0, SNAP0, True, 1)
+    """Fold the ``PASS2_TILES = 4`` tiles at columns ``c, c + BN, c + 2 BN, c + 3 BN`` into pass 2's partials and
+    the block counter ``low``: in pairs whose loads are in flight together, their counts in the phases 0, 2, 0, 3
+    of :func:`critscale.kernels.counting.count_words` (one climb of the block counter per four tiles)."""
+    tl.static_assert(_T == 4, "the pass-2 loop takes four tiles per iteration (count_words phases 0, 2, 0, 3)")
+    for q in tl.static_range(2):
+        s0 = _load_tile(x_ptr, rows, rmask, stride, c + 2 * q * BN, hi, BN, MASKED)  # (BM, V, L)
+        s1 = _load_tile(x_ptr, rows, rmask, stride, c + (2 * q + 1) * BN, hi, BN, MASKED)  # -inf past hi: no weight
+        m0, acc_a, acc_b, low = fold_pass2(s0, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED,
+                                           NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 0, False, PAIR_LOAD)
+        m0, acc_a, acc_b, low = fold_pass2(s1, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2, NR, LVR, NS, BNEED,
+                                           NT, SHIFT, BLO, NBK, NLOW, M0, SNAP0, True, 2 + q, False, PAIR_LOAD)
+    return m0, acc_a, acc_b, low
 
 
 @triton.jit
@@ -148,8 +163,8 @@ def _pass2_block(x_ptr, stride, rows, rmask, c_lo, c_hi, hi, top, snap, m0, acc_
     """One block of pass 2: the pairs of tiles of columns ``[c_lo, c_hi)`` into a fresh block counter, which is
     then flushed into the lane's count planes ``acc_n``."""
     low = block_counter(acc_n, NLOW)
-    for c in range(c_lo, c_hi, 2 * BN):
-        m0, acc_a, acc_b, low = _pass2_pair(x_ptr, stride, rows, rmask, c, hi, top, snap, m0, acc_a, acc_b, low,
+    for c in range(c_lo, c_hi, _T * BN):
+        m0, acc_a, acc_b, low = _pass2_quad(x_ptr, stride, rows, rmask, c, hi, top, snap, m0, acc_a, acc_b, low,
                                             tab_ptr, BN, ROOTS2, NR, LVR, NS, BNEED, NT, SHIFT, BLO, NBK, M0, SNAP0,
                                             MASKED)
     return m0, acc_a, acc_b, flush_low(acc_n, low, NPL, NLOW)
@@ -164,7 +179,7 @@ def _pass2_row(x_ptr, stride, R, rows, rmask, lo, hi, top, snap, tab_ptr, BM: tl
     The columns run in blocks of ``KB`` tiles, after each of which the block counter is flushed into the lane's
     count planes: the full blocks without a mask, then the last, partial one with it."""
     m0, acc_a, acc_b, acc_n = zero_pass2(BM, BN // _V, NS, NTP, NPLP)
-    KB: tl.constexpr = BLOCK_WORDS // _V // 2 * 2  # tiles per block (pairs): no count in the block counter reaches 2^NLOW
+    KB: tl.constexpr = BLOCK_WORDS // _V // _T * _T  # tiles per block: no count in the block counter reaches 2^NLOW
     full = lo + (hi - lo) // (BN * KB) * (BN * KB)
     safe = tl.minimum(rows, R - 1)
     for c0 in range(lo, full, BN * KB):

@@ -29,8 +29,8 @@ import triton.language as tl
 from .counting import count_words, flush_low, halves, plane_counts, thermometer_words
 
 FP32_MAX = tl.constexpr(3.4028234663852886e38)
-NLOW = tl.constexpr(6)  # planes of the block counter (kernels.counting.count_words)
-BLOCK_WORDS = tl.constexpr(63)  # the most words a lane adds into one block counter: 2^NLOW - 1
+NLOW = tl.constexpr(7)  # planes of the block counter (kernels.counting.count_words)
+BLOCK_WORDS = tl.constexpr(127)  # the most words a lane adds into one block counter: 2^NLOW - 1
 
 
 @triton.jit
@@ -173,9 +173,9 @@ def init_pass2(top_ptr, snap_ptr, grow, rmask, BM: tl.constexpr, L: tl.constexpr
 
 @triton.jit
 def block_counter(planes, NLOW: tl.constexpr):
-    """A zeroed block counter: ``NLOW`` planes and the parked carry of :func:`critscale.kernels.counting.count_words`
-    (padded to a power of two), of the dtype of ``planes``."""
-    NLP: tl.constexpr = 8 if NLOW > 3 else 4
+    """A zeroed block counter: ``NLOW`` planes and the two parked carries of
+    :func:`critscale.kernels.counting.count_words` (padded to a power of two), of the dtype of ``planes``."""
+    NLP: tl.constexpr = 16 if NLOW + 2 > 8 else (8 if NLOW + 2 > 4 else 4)
     return tl.zeros([planes.shape[0], NLP, planes.shape[2]], planes.dtype)
 
 
@@ -214,7 +214,8 @@ def chain_fma(x, y, acc, V: tl.constexpr):
 def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexpr, NR: tl.constexpr,
                LVR: tl.constexpr, NS: tl.constexpr, BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr,
                BLO: tl.constexpr, NBK: tl.constexpr, NLOW: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr,
-               COLS: tl.constexpr = True, PHASE: tl.constexpr = -1, GAPS_FINITE: tl.constexpr = False):
+               COLS: tl.constexpr = True, PHASE: tl.constexpr = -1, GAPS_FINITE: tl.constexpr = False,
+               PAIR: tl.constexpr = False):
     """Fold one ``(BM, V, L)`` tile (``-inf`` where not in the row) into the pass-2 partials.
 
     The grid is compile-time: ``ROOTS2`` holds the chunk's ``NR`` ladder roots times ``log2(e)``, so they are
@@ -235,7 +236,8 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexp
     is counted as it is (``top - s`` is ``+0``, never ``-0``, for ``s = top``).
     The counts of the chunk's ``NT`` thresholds go as thermometer words (the word table at ``tab_ptr``:
     ``SHIFT``, ``BLO``, ``NBK``; held on chip for the qk kind's pipelined loop, which is the one without ``COLS``)
-    into the block counter ``low`` (:mod:`critscale.kernels.counting`; ``PHASE`` pairs two tiles in a row).
+    into the block counter ``low`` (:mod:`critscale.kernels.counting`; ``PHASE`` pairs two tiles in a row; ``PAIR``:
+    the table's two words of a bucket as one 16-byte load per score).
     ``GAPS_FINITE``: every gap of the tile is finite (no masked entry, finite scores), so the ``B`` sums take the
     gap with the entries within ``snap`` set to ``0`` (the count's gap) instead of a clamped one.
     """
@@ -278,7 +280,8 @@ def fold_pass2(s, top, snap, m0, acc_a, acc_b, low, tab_ptr, ROOTS2: tl.constexp
             dcount = delta
         else:
             dcount = tl.where(near, 0.0, delta)  # a maximum within snap counts as gap +0
-        low = count_words(thermometer_words(dcount, tab_ptr, low, SHIFT, BLO, NBK, not COLS), low, NLOW, COLS, PHASE)
+        words = thermometer_words(dcount, tab_ptr, low, SHIFT, BLO, NBK, not COLS, PAIR)
+        low = count_words(words, low, NLOW, COLS, PHASE)
     return m0, acc_a, acc_b, low
 
 

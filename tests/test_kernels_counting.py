@@ -21,9 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def table_words(table: counting.CountTable, u: np.ndarray) -> np.ndarray:
     """The kernel's word formula (:func:`counting.thermometer_words`) in numpy: uint64 thermometer words."""
-    e = np.asarray(table.entries, dtype=np.int64).reshape(3, table.nbk)
-    below, above, inner = e[0].view(np.uint64), e[1].view(np.uint64), (e[2] % (1 << 32)).astype(np.uint32)
-    bk = np.clip(u >> table.shift, table.blo, table.blo + table.nbk - 1) - table.blo
+    e = np.asarray(table.entries, dtype=np.int64).reshape(2, table.nbk, 2)
+    below, above, inner = e[0, :, 0].view(np.uint64), e[0, :, 1].view(np.uint64), (e[1, :, 0] % (1 << 32)).astype(np.uint32)
+    if table.blo == 0 and table.nbk << table.shift >= 1 << 31:  # the kernel masks: every u < 2^31 is in the table
+        bk = (u >> table.shift) & (table.nbk - 1)
+    else:
+        bk = np.clip(u >> table.shift, table.blo, table.blo + table.nbk - 1) - table.blo
     gap, t_inner = u.astype(np.uint32).view(np.float32), inner[bk].view(np.float32)
     return np.where(gap > t_inner, above[bk], below[bk])
 
@@ -80,14 +83,48 @@ def edge_scores(t: np.ndarray, top: float = 0.0) -> torch.Tensor:
     return torch.from_numpy(np.concatenate([[np.float32(top)], s[ok]]).astype(np.float32))[None, :]
 
 
+TWO_ULP = float(np.uint32(0x3F000002).view(np.float32))  # 0.5 plus two ulps
+EDGE_GRIDS = {
+    # one table from bucket 0 holding every bucket below 2^31: the kernel masks the bucket
+    "masked": (0.0, 1e-3, 0.01, 0.1, 0.25, 0.3, 1.0, 1.0, 3.0, 10.0, 20.0),
+    # a table of buckets two ulps wide starting far above bucket 0 (the kernel clamps), then a masked one
+    "clamped": (0.5, TWO_ULP, 1.0, 2.0),
+}
+
+
+def test_edge_grids_take_both_bucket_paths():
+    """The kernel's two ways to a bucket (mask, clamp) are both run by the edge test below."""
+    tables = [[g.table for g in counting.threshold_groups(EDGE_GRIDS[name], 64)] for name in EDGE_GRIDS]
+    covers = [[tb.blo == 0 and tb.nbk << tb.shift >= 1 << 31 for tb in grid] for grid in tables]
+    assert covers[0] == [True]
+    assert covers[1][0] is False and tables[1][0].blo > 0 and True in covers[1]
+
+
+def test_only_tables_read_from_memory_grow_to_every_bucket():
+    """A table from bucket 0 grows to every bucket below 2^31 (the kernel then masks, not clamps); one held on chip
+    (``compact``, the qk kind's gather) keeps its own size, which a gather loads into every program."""
+    t = (0.0, float(np.uint32(1 << 20).view(np.float32)))  # buckets 0 and 1 at shift 20
+    wide, = counting.threshold_groups(t, 64)
+    small, = counting.threshold_groups(t, 64, compact=True)
+    assert (wide.table.shift, wide.table.blo, wide.table.nbk) == (20, 0, 2048)
+    assert (small.table.shift, small.table.blo, small.table.nbk) == (20, 0, 2)
+    u = np.array([0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 0x3F800000, 0x7F800000])
+    for g in (wide, small):
+        assert np.array_equal(table_rank(g.table, u), np.searchsorted([0, 1 << 20], u, side="left"))
+
+
 @pytest.mark.parametrize("backend", backend_params())
-def test_counts_exact_at_and_next_to_every_threshold(backend):
+@pytest.mark.parametrize("grid", list(EDGE_GRIDS))
+def test_counts_exact_at_and_next_to_every_threshold(backend, grid):
+    """Gaps at, one ulp below and one ulp above every threshold: a bucket edge off by one (a word of the wrong
+    bucket, a pair read one entry off, the inner threshold of the next bucket) changes some count."""
     import critscale.kernels as ck
 
     require(backend)
     dev = torch.device("cuda") if backend == "triton-cuda" else torch.device("cpu")
-    t = np.array([0.0, 1e-3, 0.01, 0.1, 0.25, 0.3, 1.0, 1.0, 3.0, 10.0, 20.0])
-    x = edge_scores(t, 0.0).to(dev)
+    t = np.array(EDGE_GRIDS[grid])
+    top = 1.0 if grid == "clamped" else 0.0  # gaps of 0.5 + 1 ulp need a top whose ulp is as fine: 1.0 - 0.5
+    x = edge_scores(t, top).to(dev)
     res = ck.scores_row_stats(x, [1.0], t, backend=backend)
     d = (x.max(dim=1, keepdim=True).values - x).cpu()
     t32 = torch.from_numpy(t.astype(np.float32))
@@ -111,25 +148,36 @@ def test_sass_record_hashes_the_counting_module():
     assert "kernels/counting.py" in rec["provenance"]["sources"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", backend_params())
 def test_counts_exact_across_block_flushes(backend):
-    """One program per row (``split = 1``) over 32 tiles of the interpreter's block, 4 words per lane and tile:
-    the block counter takes 14 tiles (56 words, below its 2^6) and is flushed three times, the last block odd
-    (a pair whose second tile lies past the row).  A block of 16 tiles (64 words) would wrap its 6 planes and
-    lose 64 from some counts; a flush that dropped a block would lose far more."""
+    """One program per row (``split = 1``) over tiles of the interpreter's block, 4 words per lane and tile,
+    so that the first lanes count ``BLOCK_WORDS + 1 = 2^NLOW`` words: the block counter takes ``KB`` tiles
+    (``4 KB <= BLOCK_WORDS`` words, ``PASS2_TILES`` per iteration, their carries parked and added in phases) and is
+    flushed, the last block short (its last iteration's tiles past the row).  A block of one iteration more
+    (``4 (KB + PASS2_TILES) > BLOCK_WORDS`` words) would wrap its planes and lose ``2^NLOW`` from the counts of the
+    last row, one value throughout (every word all ones); a parked carry that was dropped or added twice, or a
+    flush that dropped a block, would change the counts of every row."""
     import critscale.kernels as ck
+    from critscale.kernels.scores import BLOCK_WORDS, NLOW, PASS2_TILES
 
     require(backend)
     dev = torch.device("cuda") if backend == "triton-cuda" else torch.device("cpu")
+    assert BLOCK_WORDS.value == 2 ** NLOW.value - 1
+    KB = BLOCK_WORDS.value // 4 // PASS2_TILES * PASS2_TILES  # tiles per block, as the kernel sets them
+    tiles = (BLOCK_WORDS.value + 1) // 4  # 4 words per lane and tile
+    assert KB < tiles < 2 * KB and 4 * (KB + PASS2_TILES) > BLOCK_WORDS.value
     rng = np.random.default_rng(5)
-    n = 128 * 31 + 37
-    x = torch.from_numpy((-rng.integers(0, 96, size=(3, n)) / 8.0).astype(np.float32)).to(dev)  # dyadic gaps
+    n = 128 * (tiles - 1) + 37  # the last tile partial: lanes 0 .. 9 count 4 tiles' words more than KB tiles
+    x = (-rng.integers(0, 96, size=(4, n)) / 8.0).astype(np.float32)  # dyadic gaps
+    x[3] = -2.5  # one value: every gap +0, every word all ones
+    x = torch.from_numpy(x).to(dev)
     t = np.array([0.0, 0.5, 1.0, 2.0, 4.0, 7.0, 11.875])
     res = ck.scores_row_stats(x, [1.0], t, backend=backend, split=1)
     d = (x.max(dim=1, keepdim=True).values - x).cpu()
     want = (d[:, :, None] <= torch.from_numpy(t.astype(np.float32))).sum(dim=1).double()
     assert torch.equal(res.counts.cpu(), want)
-    assert res.counts.cpu().max() > 64 * 32  # lanes count more than one block's worth
+    assert res.counts.cpu()[3].tolist() == [float(n)] * len(t)
 
 
 @pytest.mark.parametrize("backend", backend_params())
