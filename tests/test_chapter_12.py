@@ -165,15 +165,16 @@ def test_grid_check_allows_the_last_bits_and_refuses_another_grid(sass):
 def test_sass_record_supports_the_chapters_statements(sass):
     """What the chapter states about the compiled code, checked on the record it reads: every pass 2 on the
     32-value grid bound by issue, with its MUFU floor below the issue floor (the ladder removed the exp2
-    bottleneck); every pass 1 bound by the ALU; no warp shuffle in a pass-2 loop and no local memory; the
+    bottleneck); every pass 1 of stored scores and qk bound by the ALU, of sampled scores by the ALU or issue (the
+    chapter glues which); no warp shuffle in a pass-2 loop and no local memory; the
     ladder, not the thresholds, the largest share of pass 2 of stored scores (the counts of all thresholds are one
     rank and one word per score)."""
     for kind, grids in sass["kinds"].items():
         for grid, rec in grids.items():
             for k in rec["kernels"]:
                 assert k["local_memory_instructions"] == 0, (kind, grid, k["kernel"])
-                if k["pass"] == 1:
-                    assert k["bound"] == "ALU", (kind, grid)
+                if k["pass"] == 1:  # the comparisons and selects, or, for generated scores, issue
+                    assert k["bound"] in ({"ALU"} if kind != "sampled" else {"ALU", "issue"}), (kind, grid)
                 else:
                     assert k["per_score"].get("SHFL", 0.0) == 0.0, (kind, grid)
                 if k["pass"] == 2 and grid == "grid32":
