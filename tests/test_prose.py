@@ -819,8 +819,9 @@ def test_chapter_12_floors_figure_draws_a_recorded_time_only_on_its_own_grid():
     pairs = [("scores", "grid32"), ("scores", "grid1"), ("scores", "grid32-geo"), ("qk", "grid32"),
              ("sampled", "grid32")]
     floors = pd.DataFrame({"kind": [k for k, _ in pairs], "grid": [g for _, g in pairs],
-                           "pass 1 (ms)": [4.0, 4.0, 4.0, 5.0, 7.0], "pass 2 (ms)": [20.0, 4.0, 35.0, 25.0, 26.0],
-                           "floor (ms)": [24.0, 8.0, 39.0, 30.0, 33.0], "goal (ms)": [20.0, 9.6, None, 28.0, 28.6],
+                           "one launch (ms)": [19.0, 8.0, 10.0, 0.0, 0.0],  # stored scores: both passes in one
+                           "pass 1 (ms)": [0.0, 0.0, 0.0, 5.0, 7.0], "pass 2 (ms)": [0.0, 0.0, 29.0, 25.0, 26.0],
+                           "floor (ms)": [19.0, 8.0, 39.0, 30.0, 33.0], "goal (ms)": [20.0, 9.6, None, 28.0, 28.6],
                            "recorded (ms)": [80.2, 12.6, 80.2, 168.0, 157.0],
                            "recorded grid": ["grid32-geo", "grid1", "grid32-geo", "grid32-geo", "grid32-geo"]})
     figures = {}
