@@ -6,11 +6,12 @@ No GPU is needed: ``triton.compile`` targets ``GPUTarget("cuda", 90, 32)`` and T
     TRITON_INTERPRET=0 python -m critscale.kernels.sass            # table of every kernel
     TRITON_INTERPRET=0 python -m critscale.kernels.sass --json out.json
 
-For each kernel the hot loop is the innermost loop (a backward branch) with the most instructions; its
-instructions are counted per pipe and divided by the scores one thread handles per iteration, which gives
-instructions per score.  Pass 2 runs its column loop in blocks (the counts' block counter is flushed after
-each): the instructions of the loop around the hot loop that lie outside it are spread over the scores of one
-block and added.  Floors: with ``c_p`` instructions per score on pipe ``p`` and the pipe's rate
+For each kernel the hot loop is the innermost loop (a backward branch) nested deepest, the largest if several
+(a tail loop after the blocks runs once); its instructions are counted per pipe and divided by the scores one
+thread handles per iteration, which gives instructions per score.  Pass 2 runs its column loop in blocks (the
+counts' block counter is flushed after each): the instructions of the loop around the hot loop that lie
+outside it are spread over the scores of one block and added.  A kernel that runs both passes has its pass-1
+loop (the largest innermost loop before the blocks) counted apart; the loops of one launch add.  Floors: with ``c_p`` instructions per score on pipe ``p`` and the pipe's rate
 ``r_p`` (thread-instructions per clock per SM, the CUDA C++ Programming Guide's throughput table for
 compute capability 9.0), a score costs at least ``max_p c_p / r_p`` clocks of one SM, and at least
 ``c_total / 128`` for issue (4 schedulers x 1 warp-instruction per clock).  These floors come from the
