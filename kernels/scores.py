@@ -89,9 +89,9 @@ def critscale_reference(scores64: np.ndarray, beta: np.ndarray, t: np.ndarray, K
 # when they are), and each column chunk starts at a multiple of BN, so the compiler can prove the 16-byte
 # alignment of every vector.  Both passes run their full stretches of tiles without a mask (the rows of a
 # partial row block are clamped to the last row, whose results are not stored) and only the last, partial
-# stretch with the mask ``cols < hi``.  The column loops take two tiles per iteration (pass 1: a pair; pass 2:
-# a pair, whose counts share one climb of the block counter), so that each thread has two 16-byte loads in
-# flight.  Three kernels: pass 1, pass 2 (one grid chunk), and both passes in one program for a program that
+# stretch with the mask ``cols < hi``.  Pass 1 takes a pair of tiles per iteration and pass 2 four
+# (``PASS2_TILES``, in pairs, whose counts share one climb of the block counter), so that each thread has two
+# 16-byte loads in flight.  Three kernels: pass 1, pass 2 (one grid chunk), and both passes in one program for a program that
 # holds whole rows (``SPLIT = 1``), whose pass 1 of one row block overlaps, on the same multiprocessor,
 # pass 2 of another (the read of the scores and the arithmetic of the sums then share the time).
 
@@ -160,8 +160,8 @@ def _pass2_block(x_ptr, stride, rows, rmask, c_lo, c_hi, hi, top, snap, m0, acc_
                  BN: tl.constexpr, ROOTS2: tl.constexpr, NR: tl.constexpr, LVR: tl.constexpr, NS: tl.constexpr,
                  BNEED: tl.constexpr, NT: tl.constexpr, SHIFT: tl.constexpr, BLO: tl.constexpr, NBK: tl.constexpr,
                  NPL: tl.constexpr, M0: tl.constexpr, SNAP0: tl.constexpr, MASKED: tl.constexpr):
-    """One block of pass 2: the pairs of tiles of columns ``[c_lo, c_hi)`` into a fresh block counter, which is
-    then flushed into the lane's count planes ``acc_n``."""
+    """One block of pass 2: the tiles of columns ``[c_lo, c_hi)``, four per iteration, into a fresh block counter,
+    which is then flushed into the lane's count planes ``acc_n``."""
     low = block_counter(acc_n, NLOW)
     for c in range(c_lo, c_hi, _T * BN):
         m0, acc_a, acc_b, low = _pass2_quad(x_ptr, stride, rows, rmask, c, hi, top, snap, m0, acc_a, acc_b, low,
