@@ -158,14 +158,15 @@ def run_two_pass(launch: Launch, beta: np.ndarray, t: np.ndarray, K: int, backen
     NPL = planes_for(tiles * per_tile)  # count planes: no lane counts more than tiles * per_tile scores
     tabs = count_tables(parts, dev)
     # one launch for both passes and the first chunk when each program holds whole rows (and snap is 0)
-    fused = launch.fused is not None and split == 1 and launch.snap is None and launch.snap_relative == 0.0
+    snap0 = launch.snap is None and launch.snap_relative == 0.0  # every gap is top - s itself
+    fused = launch.fused is not None and split == 1 and snap0
 
     def chunk_args(c):
         part = parts[c]
         return (tabs[c], m0[c], a[c], b[c], cnt[c]), dict(
             ROOTS2=part.roots2, NR=len(part.roots2), LVR=levels, NS=NS, BNEED=part.bneed, NT=len(part.tcut), NTP=NTP,
             **table_constexprs(part), NPL=NPL, NPLP=pow2(NPL), M0=m0_mode(c, part),
-            SNAP0=launch.snap is None and launch.snap_relative == 0.0, **kw)
+            SNAP0=snap0, **kw)
 
     with np.errstate(invalid="ignore", over="ignore"):  # interpreter arithmetic on rows that pass 1 flags as bad
         if fused:
